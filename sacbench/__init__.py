@@ -1,0 +1,3 @@
+"""sacbench: CleanRL SAC benchmark, reproducible, resumable and measured."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,128 @@
+"""The trainer's arguments: CleanRL's sac_continuous_action flags and defaults, plus sacbench's own.
+
+Each field's docstring is its --help text (tyro reads them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass
+class Args:
+    exp_name: str = "sac_continuous_action"
+    """the name of this experiment"""
+    seed: int = 1
+    """seed of the experiment"""
+    torch_deterministic: bool = True
+    """if toggled, `torch.backends.cudnn.deterministic=True` and deterministic algorithms"""
+    cuda: bool = True
+    """if toggled, cuda is used when available and --device is auto"""
+    env_id: str = "Hopper-v4"
+    """the id of the environment"""
+    total_timesteps: int = 1_000_000
+    """total timesteps of the experiments"""
+    buffer_size: int = 1_000_000
+    """the replay memory buffer size"""
+    gamma: float = 0.99
+    """the discount factor gamma"""
+    tau: float = 0.005
+    """target smoothing coefficient"""
+    batch_size: int = 256
+    """the batch size of sample from the replay memory"""
+    learning_starts: int = 5_000
+    """timestep to start learning"""
+    policy_lr: float = 3e-4
+    """the learning rate of the policy network optimizer"""
+    q_lr: float = 1e-3
+    """the learning rate of the Q network optimizer"""
+    policy_frequency: int = 2
+    """the frequency of training policy (delayed)"""
+    target_network_frequency: int = 1
+    """the frequency of updates for the target networks"""
+    alpha: float = 0.2
+    """entropy regularization coefficient"""
+    autotune: bool = True
+    """automatic tuning of the entropy coefficient"""
+
+    # sacbench's additions
+    run_dir: str = "runs/sac"
+    """where events, metadata.json, checkpoints and complete.json go; re-running resumes here"""
+    threads: int = 1
+    """torch intra-op threads"""
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    """auto: cuda when --cuda and a GPU is present, else cpu"""
+    checkpoint_interval: int = 10_000
+    """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1 and at the end)"""
+    update_path: Literal["fast", "reference"] = "fast"
+    """fast: ensemble critics, fused optimizers; reference: CleanRL's computation literally"""
+    compile: bool = False
+    """wrap the fast update functions in torch.compile"""
+    cudagraphs: bool = False
+    """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
+    overwrite: bool = False
+    """move a finished run dir, or one holding different args, aside and train afresh"""
+
+
+# Fields that may change between sessions of the same run without changing what it computes
+# (or, for threads and device, that a resumed job may legitimately run with other resources).
+SESSION_FIELDS: frozenset[str] = frozenset(
+    {
+        "run_dir",
+        "threads",
+        "device",
+        "checkpoint_interval",
+        "overwrite",
+        "cuda",
+        "compile",
+        "cudagraphs",
+    }
+)
+
+ARG_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Args))
+
+
+def validate_args(args: Args) -> list[str]:
+    """Problems with the arguments, each naming the flag and value; empty when all is well."""
+    problems: list[str] = []
+    for name in (
+        "total_timesteps",
+        "buffer_size",
+        "batch_size",
+        "policy_frequency",
+        "target_network_frequency",
+        "threads",
+    ):
+        value = getattr(args, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            problems.append(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    for name in ("learning_starts", "checkpoint_interval"):
+        value = getattr(args, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            problems.append(
+                f"--{name.replace('_', '-')} must be a non-negative integer, got {value!r}"
+            )
+    for name in ("gamma", "tau"):
+        value = getattr(args, name)
+        if not 0.0 <= value <= 1.0:
+            problems.append(f"--{name} must lie in [0, 1], got {value!r}")
+    for name in ("policy_lr", "q_lr"):
+        value = getattr(args, name)
+        if not value > 0:
+            problems.append(f"--{name.replace('_', '-')} must be positive, got {value!r}")
+    if args.alpha < 0:
+        problems.append(f"--alpha must be non-negative, got {args.alpha!r}")
+    if args.cudagraphs and not args.compile:
+        problems.append("--cudagraphs needs --compile")
+    if args.update_path == "reference" and (args.compile or args.cudagraphs):
+        problems.append("--compile/--cudagraphs apply to --update-path fast only")
+    return problems
+
+
+def run_defining_args(args: Args) -> dict[str, object]:
+    """The arguments that decide what a run computes; a run dir's metadata must match these."""
+    return {
+        key: value for key, value in dataclasses.asdict(args).items() if key not in SESSION_FIELDS
+    }

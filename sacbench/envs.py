@@ -1,0 +1,96 @@
+"""The six Gymnasium MuJoCo v4 tasks of CleanRL's SAC benchmark, and checks made before training."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import pickle
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+BENCHMARK_ENV_IDS: tuple[str, ...] = (
+    "HalfCheetah-v4",
+    "Walker2d-v4",
+    "Hopper-v4",
+    "InvertedPendulum-v4",
+    "Humanoid-v4",
+    "Pusher-v4",
+)
+
+# Observation and action sizes of the benchmark tasks; the pipeline sizes memory requests from
+# these without importing MuJoCo.
+ENV_SHAPES: dict[str, tuple[int, int]] = {
+    "HalfCheetah-v4": (17, 6),
+    "Walker2d-v4": (17, 6),
+    "Hopper-v4": (11, 3),
+    "InvertedPendulum-v4": (4, 1),
+    "Humanoid-v4": (376, 17),
+    "Pusher-v4": (23, 7),
+}
+
+
+class EnvError(ValueError):
+    """An environment id or space that sacbench cannot train on."""
+
+
+def check_env_id(env_id: str) -> None:
+    """Reject ids that are not registered or need a MuJoCo version other than the installed one."""
+    if env_id not in gym.registry:
+        raise EnvError(
+            f"unknown env id {env_id!r}; the benchmark's tasks are: {', '.join(BENCHMARK_ENV_IDS)}"
+        )
+    if env_id == "Pusher-v4":
+        mujoco_version = importlib.metadata.version("mujoco")
+        if int(mujoco_version.split(".")[0]) >= 3:
+            raise EnvError(
+                f"Pusher-v4 needs mujoco<3 under Gymnasium 1.x, but mujoco {mujoco_version} is "
+                "installed; install the pinned mujoco==2.3.7 (requirements.lock)"
+            )
+
+
+def make_env(env_id: str, *, seed: int) -> gym.Env:
+    """One plain (non-vector) env, so Gymnasium 1.x's vector autoreset cannot shift transitions.
+
+    Observations are cast to float32 in the trainer, as CleanRL's buffer does.
+    """
+    check_env_id(env_id)
+    env = gym.make(env_id)
+    if not isinstance(env.action_space, gym.spaces.Box):
+        raise EnvError(
+            f"{env_id} has a {type(env.action_space).__name__} action space; SAC needs a Box"
+        )
+    if not isinstance(env.observation_space, gym.spaces.Box):
+        raise EnvError(
+            f"{env_id} has a {type(env.observation_space).__name__} observation space; "
+            "sacbench needs a flat Box"
+        )
+    env.action_space.seed(seed)
+    return env
+
+
+def capture_env_state(env: gym.Env) -> dict[str, Any]:
+    """Everything needed to continue an episode bit-for-bit after a restart.
+
+    The whole MjData is kept (not just qpos/qvel): some tasks' rewards read quantities the previous
+    step computed, and the solver warm-starts from the previous step's accelerations.
+    """
+    unwrapped = env.unwrapped
+    return {
+        "mj_data": pickle.dumps(unwrapped.data),  # type: ignore[attr-defined]
+        "elapsed_steps": env._elapsed_steps,  # type: ignore[attr-defined]  # TimeLimit's counter
+        "env_rng": unwrapped.np_random.bit_generator.state,
+        "action_space_rng": env.action_space.np_random.bit_generator.state,
+    }
+
+
+def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
+    unwrapped = env.unwrapped
+    unwrapped.data = pickle.loads(state["mj_data"])  # type: ignore[attr-defined]
+    env._elapsed_steps = state["elapsed_steps"]  # type: ignore[attr-defined]
+    unwrapped.np_random.bit_generator.state = state["env_rng"]
+    env.action_space.np_random.bit_generator.state = state["action_space_rng"]
+
+
+def float32_observation(observation: np.ndarray) -> np.ndarray:
+    return np.asarray(observation, dtype=np.float32)
