@@ -1,0 +1,191 @@
+"""A preallocated float32 replay buffer, sampled with one gather, saved incrementally.
+
+Each transition is one row of a single tensor: [obs | next_obs | action | reward | termination].
+One row per transition keeps sampling to a single index_select and the memory at exactly the
+float32 size of the stored fields.
+
+Checkpoints store the buffer as chunks of rows added since the previous checkpoint, so the cost of
+one checkpoint grows with the checkpoint interval, not with the buffer size. Inside a chunk a
+next_obs equal to the following row's obs (every step but an episode's last) is not written again.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Batch:
+    observations: torch.Tensor  # [B, obs_dim]
+    next_observations: torch.Tensor  # [B, obs_dim]
+    actions: torch.Tensor  # [B, act_dim]
+    rewards: torch.Tensor  # [B]
+    terminations: torch.Tensor  # [B], 1.0 where the episode terminated (not truncated)
+
+
+class ReplayBuffer:
+    def __init__(
+        self, *, capacity: int, obs_dim: int, action_dim: int, seed: int, device: str = "cpu"
+    ) -> None:
+        for name, value in (
+            ("capacity", capacity),
+            ("obs_dim", obs_dim),
+            ("action_dim", action_dim),
+        ):
+            if value <= 0:
+                raise ValueError(f"ReplayBuffer: {name} must be positive, got {value}")
+        self.capacity = capacity
+        self.obs_dim = obs_dim
+        self.action_dim = action_dim
+        self.row_width = 2 * obs_dim + action_dim + 2
+        self.storage = torch.zeros((capacity, self.row_width), dtype=torch.float32, device=device)
+        self.added = 0  # transitions added since the start; the row is added % capacity
+        self.rng = np.random.Generator(np.random.PCG64(seed))
+        self._row = np.empty(self.row_width, dtype=np.float32)
+
+    @property
+    def size(self) -> int:
+        return min(self.added, self.capacity)
+
+    def add(
+        self,
+        *,
+        observation: np.ndarray,
+        next_observation: np.ndarray,
+        action: np.ndarray,
+        reward: float,
+        terminated: bool,
+    ) -> None:
+        o, a = self.obs_dim, self.action_dim
+        row = self._row
+        row[:o] = observation
+        row[o : 2 * o] = next_observation
+        row[2 * o : 2 * o + a] = action
+        row[2 * o + a] = reward
+        row[2 * o + a + 1] = float(terminated)
+        self.storage[self.added % self.capacity].copy_(torch.from_numpy(row))
+        self.added += 1
+
+    def sample_indices(self, batch_size: int) -> torch.Tensor:
+        if self.size == 0:
+            raise ValueError("ReplayBuffer.sample: the buffer is empty")
+        indices = self.rng.integers(0, self.size, size=batch_size)
+        return torch.from_numpy(indices).to(self.storage.device, non_blocking=True)
+
+    def sample(self, batch_size: int) -> Batch:
+        return self.split(self.storage.index_select(0, self.sample_indices(batch_size)))
+
+    def split(self, rows: torch.Tensor) -> Batch:
+        o, a = self.obs_dim, self.action_dim
+        return Batch(
+            observations=rows[:, :o],
+            next_observations=rows[:, o : 2 * o],
+            actions=rows[:, 2 * o : 2 * o + a],
+            rewards=rows[:, 2 * o + a],
+            terminations=rows[:, 2 * o + a + 1],
+        )
+
+    def nbytes(self) -> int:
+        return self.storage.element_size() * self.storage.nelement()
+
+    # ---- checkpointing -------------------------------------------------------------------------
+
+    def save_new_rows(self, directory: Path, *, saved_until: int) -> str | None:
+        """Write the rows added since `saved_until` as one chunk file and return its name.
+
+        The file is written under a temporary name, fsynced and renamed, so a kill mid-write
+        leaves a stray temporary file, never a truncated chunk.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        first = max(saved_until, self.added - self.capacity)
+        if first >= self.added:
+            return None
+        name = chunk_name(first, self.added)
+        _write_chunk(directory / name, self._rows_between(first, self.added), obs_dim=self.obs_dim)
+        return name
+
+    def live_chunks(self, names: list[str]) -> list[str]:
+        """The chunks, of those named, that still hold rows of the current buffer contents."""
+        oldest_live = self.added - self.capacity
+        return [name for name in names if parse_chunk_name(name)[1] > oldest_live]
+
+    def load_chunks(self, directory: Path, names: list[str], *, added: int) -> None:
+        self.added = 0
+        for name in names:
+            first, end = parse_chunk_name(name)
+            try:
+                rows = _read_chunk(directory / name, obs_dim=self.obs_dim)
+            except Exception as error:  # noqa: BLE001 - any damage is reported with the file
+                raise CheckpointError(
+                    f"replay buffer chunk {directory / name} is unreadable: {error}"
+                ) from error
+            if rows.shape != (end - first, self.row_width):
+                raise CheckpointError(
+                    f"replay buffer chunk {directory / name} has shape {rows.shape}, "
+                    f"expected {(end - first, self.row_width)}"
+                )
+            for start in range(first, end, self.capacity):
+                stop = min(end, start + self.capacity)
+                block = torch.from_numpy(rows[start - first : stop - first])
+                positions = torch.arange(start, stop) % self.capacity
+                self.storage[positions.to(self.storage.device)] = block.to(self.storage.device)
+        self.added = added
+        if names and parse_chunk_name(names[-1])[1] != added:
+            raise CheckpointError(
+                f"replay buffer chunks in {directory} end at transition "
+                f"{parse_chunk_name(names[-1])[1]}, but the checkpoint holds {added}"
+            )
+
+    def _rows_between(self, first: int, end: int) -> np.ndarray:
+        positions = torch.arange(first, end) % self.capacity
+        return self.storage[positions.to(self.storage.device)].cpu().numpy()
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be loaded; the message names the file."""
+
+
+def chunk_name(first: int, end: int) -> str:
+    return f"rows-{first:012d}-{end:012d}.npz"
+
+
+def parse_chunk_name(name: str) -> tuple[int, int]:
+    stem = name.removesuffix(".npz")
+    _, first, end = stem.split("-")
+    return int(first), int(end)
+
+
+def _write_chunk(path: Path, rows: np.ndarray, *, obs_dim: int) -> None:
+    observations = rows[:, :obs_dim]
+    next_observations = rows[:, obs_dim : 2 * obs_dim]
+    # next_obs[i] is usually obs[i + 1]; keep it only where it is not (episode ends, last row).
+    repeated = np.zeros(len(rows), dtype=bool)
+    repeated[:-1] = np.all(next_observations[:-1] == observations[1:], axis=1)
+    temporary = path.with_name(path.name + ".tmp")
+    with open(temporary, "wb") as handle:
+        np.savez(
+            handle,
+            rows_without_next_obs=np.concatenate([observations, rows[:, 2 * obs_dim :]], axis=1),
+            kept_next_obs_index=np.flatnonzero(~repeated),
+            kept_next_obs=next_observations[~repeated],
+        )
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def _read_chunk(path: Path, *, obs_dim: int) -> np.ndarray:
+    with np.load(path) as archive:
+        compact = archive["rows_without_next_obs"]
+        kept_index = archive["kept_next_obs_index"]
+        kept = archive["kept_next_obs"]
+    observations = compact[:, :obs_dim]
+    next_observations = np.empty_like(observations)
+    next_observations[:-1] = observations[1:]
+    next_observations[kept_index] = kept
+    return np.concatenate([observations, next_observations, compact[:, obs_dim:]], axis=1)

@@ -1,0 +1,234 @@
+"""A run directory: metadata, checkpoints, the event log and the completion record.
+
+Layout (docs/contracts.md):
+    metadata.json         args, versions, host, one entry per training session
+    events.out.tfevents.* one file per session; on resume the older files are cut back to the
+                          byte offset the checkpoint recorded, so no step is logged twice
+    checkpoint/state.pt   everything but the replay buffer
+    checkpoint/rows-*.npz the replay buffer, in chunks added between checkpoints
+    complete.json         written once the last step is done; the pipeline's output
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.tensorboard import SummaryWriter
+
+from sacbench.provenance import (
+    host_facts,
+    package_versions,
+    sacbench_version,
+    utc_now,
+    write_json_atomically,
+)
+from sacbench.replay import CheckpointError, ReplayBuffer
+
+EVENT_FILE_MARKER = "tfevents"
+
+
+class RunDirError(RuntimeError):
+    """A run directory that cannot be trained into as asked; the message says why and where."""
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.metadata_path = path / "metadata.json"
+        self.complete_path = path / "complete.json"
+        self.checkpoint_dir = path / "checkpoint"
+        self.state_path = self.checkpoint_dir / "state.pt"
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+
+    def is_complete(self) -> bool:
+        return self.complete_path.exists()
+
+    def prepare(self, run_args: dict[str, Any], *, overwrite: bool) -> dict[str, Any] | None:
+        """Make the directory ready for this run; return the checkpoint to resume from, if any.
+
+        A directory holding other args (or, with overwrite, a finished run) is never deleted: with
+        overwrite it is moved aside to <run_dir>.replaced-<UTC time>.
+        """
+        if self.metadata_path.exists():
+            recorded = self._read_metadata().get("args", {})
+            differing = {
+                key: (recorded.get(key, "<missing>"), value)
+                for key, value in run_args.items()
+                if recorded.get(key, "<missing>") != value
+            }
+            if differing or (overwrite and self.is_complete()):
+                if not overwrite:
+                    listing = "; ".join(
+                        f"{key}: recorded {old!r}, asked {new!r}"
+                        for key, (old, new) in sorted(differing.items())
+                    )
+                    raise RunDirError(
+                        f"{self.metadata_path} holds a run with different args ({listing}); "
+                        "use another --run-dir, or --overwrite to move this one aside"
+                    )
+                self._move_aside()
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self.state_path.exists():
+            return self.load_checkpoint()
+        # Events from a session that never checkpointed would duplicate the steps we redo.
+        for stale in self.event_files():
+            stale.unlink()
+        return None
+
+    def _move_aside(self) -> None:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+        destination = self.path.with_name(f"{self.path.name}.replaced-{stamp}")
+        self.path.rename(destination)
+        print(f"moved the previous contents of {self.path} to {destination}")
+
+    def _read_metadata(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.metadata_path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise RunDirError(f"{self.metadata_path} is unreadable: {error}") from error
+
+    def begin_session(self, *, args: Any, device: str, start_step: int) -> None:
+        metadata = self._read_metadata() if self.metadata_path.exists() else {}
+        from sacbench.args import run_defining_args
+
+        session = {
+            "started_at": utc_now(),
+            "ended_at": None,
+            "start_step": start_step,
+            "end_step": None,
+            "exit_status": "running",
+            "session_args": {
+                key: value
+                for key, value in vars(args).items()
+                if key not in run_defining_args(args)
+            },
+            "host": host_facts(device=device, torch_threads=torch.get_num_threads()),
+        }
+        metadata.update(
+            args=dict(vars(args)) | run_defining_args(args),
+            sacbench=sacbench_version(),
+            versions=package_versions(),
+            host=session["host"],
+        )
+        metadata.setdefault("started_at", session["started_at"])
+        metadata["ended_at"] = None
+        metadata["exit_status"] = "running"
+        metadata.setdefault("sessions", []).append(session)
+        write_json_atomically(self.metadata_path, metadata)
+
+    def end_session(self, *, exit_status: str, end_step: int | None) -> None:
+        metadata = self._read_metadata()
+        session = metadata["sessions"][-1]
+        session.update(ended_at=utc_now(), end_step=end_step, exit_status=exit_status)
+        metadata.update(ended_at=session["ended_at"], exit_status=exit_status)
+        write_json_atomically(self.metadata_path, metadata)
+
+    def complete(self, *, global_step: int, elapsed_seconds: float) -> None:
+        write_json_atomically(
+            self.complete_path,
+            {
+                "global_step": global_step,
+                "elapsed_seconds": elapsed_seconds,
+                "finished_at": utc_now(),
+            },
+        )
+        # The buffer is only needed to resume; a finished run keeps its networks.
+        for chunk in self.checkpoint_dir.glob("rows-*.npz"):
+            chunk.unlink()
+
+    # ---- event files ---------------------------------------------------------------------------
+
+    def event_files(self) -> list[Path]:
+        return sorted(path for path in self.path.glob(f"*{EVENT_FILE_MARKER}*") if path.is_file())
+
+    def open_writer(self) -> tuple[SummaryWriter, str]:
+        """A new event file, named after every existing one (names start with the Unix second)."""
+        existing = self.event_files()
+        if existing and existing[-1].name.split(".")[3] >= str(int(time.time())):
+            time.sleep(1.05)
+        writer = SummaryWriter(str(self.path))
+        name = Path(writer.file_writer.event_writer._file_name).name  # type: ignore[union-attr]
+        return writer, name
+
+    def record_event_offsets(self, event_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Sizes of the session's event files after a flush, so a resume can cut what follows."""
+        recorded = []
+        for entry in event_files:
+            path = self.path / entry["name"]
+            with open(path, "rb+") as handle:
+                os.fsync(handle.fileno())
+            recorded.append({"name": entry["name"], "size": path.stat().st_size})
+        return recorded
+
+    def trim_event_files(self, event_files: list[dict[str, Any]]) -> None:
+        """Cut each file back to its checkpointed size; drop files the checkpoint never saw."""
+        sizes = {entry["name"]: entry["size"] for entry in event_files}
+        for path in self.event_files():
+            if path.name not in sizes:
+                path.unlink()
+            elif path.stat().st_size > sizes[path.name]:
+                os.truncate(path, sizes[path.name])
+            elif path.stat().st_size < sizes[path.name]:
+                raise RunDirError(
+                    f"{path} is shorter ({path.stat().st_size} bytes) than its checkpoint "
+                    f"recorded ({sizes[path.name]} bytes): steps would be missing"
+                )
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+
+    def save_checkpoint(self, state: dict[str, Any], *, buffer: ReplayBuffer) -> None:
+        """Atomically: buffer chunk first, then state.pt (write, fsync, rename), then cleanup."""
+        previous = self._buffer_record()
+        new_chunk = buffer.save_new_rows(self.checkpoint_dir, saved_until=previous["added"])
+        chunks = buffer.live_chunks(previous["chunks"] + ([new_chunk] if new_chunk else []))
+        state["buffer"] = {"added": buffer.added, "chunks": chunks}
+        temporary = self.state_path.with_name("state.pt.tmp")
+        with open(temporary, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, self.state_path)
+        directory = os.open(self.checkpoint_dir, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)
+        self._buffer_cache = state["buffer"]
+        for chunk in self.checkpoint_dir.glob("rows-*.npz"):
+            if chunk.name not in chunks:
+                chunk.unlink()
+
+    def _buffer_record(self) -> dict[str, Any]:
+        cached = getattr(self, "_buffer_cache", None)
+        if cached is not None:
+            return cached
+        if self.state_path.exists():
+            return self.load_checkpoint()["buffer"]
+        return {"added": 0, "chunks": []}
+
+    def load_checkpoint(self) -> dict[str, Any]:
+        try:
+            state = torch.load(self.state_path, map_location="cpu", weights_only=False)
+        except Exception as error:  # noqa: BLE001 - report any damage with the file's name
+            raise RunDirError(
+                f"checkpoint {self.state_path} cannot be loaded ({type(error).__name__}: {error}); "
+                "nothing was deleted - move it away to start this run afresh"
+            ) from error
+        if not isinstance(state, dict) or "global_step" not in state or "buffer" not in state:
+            raise RunDirError(f"checkpoint {self.state_path} is not a sacbench checkpoint")
+        self._buffer_cache = state["buffer"]
+        return state
+
+    def load_buffer(self, buffer: ReplayBuffer, checkpoint: dict[str, Any]) -> None:
+        record = checkpoint["buffer"]
+        try:
+            buffer.load_chunks(self.checkpoint_dir, record["chunks"], added=record["added"])
+        except CheckpointError as error:
+            raise RunDirError(str(error)) from error
