@@ -1,0 +1,116 @@
+# Helpers for the rules: config validation, the run matrix, input functions, resources.
+# The logic lives in sacbench/config.py (unit-tested); this file only adapts it to Snakemake.
+import re
+from pathlib import Path
+
+from sacbench import config as sacbench_config
+
+config.update(
+    sacbench_config.validated_config(
+        config,
+        schema=sacbench_config.load_schema(
+            workflow.source_path("../schemas/config.schema.yaml")
+        ),
+    )
+)
+
+RESULTS = config["results_dir"]
+VARIANTS = list(config["variants"])
+ENV_IDS = list(config["env_ids"])
+SEEDS = [str(seed) for seed in config["seeds"]]
+
+
+wildcard_constraints:
+    variant="|".join(re.escape(name) for name in VARIANTS),
+    env_id="|".join(re.escape(env_id) for env_id in ENV_IDS),
+    seed=r"\d+",
+
+
+def results(path):
+    """A path under the configured results folder (default results/)."""
+    return f"{RESULTS}/{path}"
+
+
+def run_matrix_paths(pattern):
+    """`pattern` (under results/) for every variant x env x seed of the config."""
+    return expand(results(pattern), variant=VARIANTS, env_id=ENV_IDS, seed=SEEDS)
+
+
+def extracted_tables(wildcards):
+    return run_matrix_paths("extracted/{variant}/{env_id}/{seed}.csv")
+
+
+def extracted_summaries(wildcards):
+    return run_matrix_paths("extracted/{variant}/{env_id}/{seed}.json")
+
+
+def run_dir_of_output(wildcards, output):
+    """A train job's run dir: the folder holding its completion record."""
+    return str(Path(output.complete).parent)
+
+
+def run_dir_of_input(wildcards, input):
+    return str(Path(input.complete).parent)
+
+
+def extracted_dir(wildcards, input):
+    """results/extracted, from an input table results/extracted/{variant}/{env_id}/{seed}.csv."""
+    return str(Path(input.tables[0]).parents[2])
+
+
+def plots_dir(wildcards, output):
+    return str(Path(output.returns).parent)
+
+
+def trainer_flags(wildcards):
+    """The variant's trainer arguments as flags; a params entry, so changing one re-runs
+    exactly the runs of the variants it affects."""
+    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    return sacbench_config.trainer_cli(args)
+
+
+def train_mem_mb(wildcards, attempt):
+    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    return sacbench_config.train_memory_mb(
+        env_id=wildcards.env_id, buffer_size=args["buffer_size"], attempt=attempt
+    )
+
+
+def train_runtime(wildcards):
+    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    return sacbench_config.train_runtime_minutes(
+        total_timesteps=args["total_timesteps"]
+    )
+
+
+def selection_flags():
+    """Which runs the tables and plots cover, in the config's order."""
+    return " ".join(
+        [
+            "--variants",
+            *VARIANTS,
+            "--env-ids",
+            *ENV_IDS,
+            "--seeds",
+            *SEEDS,
+        ]
+    )
+
+
+def allow_missing_flag():
+    return "--allow-missing" if config["report"]["allow_missing"] else ""
+
+
+PLOT_NAMES = ["sac", "sac-time", "sac-sps"]
+
+
+def all_targets(wildcards):
+    return [
+        results("sac_runtimes.md"),
+        results("sac_runtimes.csv"),
+        results("sac.md"),
+        results("sac.csv"),
+        results("sac_aggregate.md"),
+        results("sac_aggregate.csv"),
+        *expand(results("plots/{name}.{ext}"), name=PLOT_NAMES, ext=["png", "svg"]),
+    ]

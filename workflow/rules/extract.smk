@@ -1,0 +1,17 @@
+# A run's TensorBoard events -> a tidy table (tag, step, wall_time, value) plus a JSON summary
+# of its metadata, offline. Reruns whenever the run's completion record is newer.
+rule extract:
+    input:
+        complete=results("runs/{variant}/{env_id}/{seed}/complete.json"),
+    output:
+        table=results("extracted/{variant}/{env_id}/{seed}.csv"),
+        summary=results("extracted/{variant}/{env_id}/{seed}.json"),
+    log:
+        results("logs/extract/{variant}/{env_id}/{seed}.log"),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        run_dir=run_dir_of_input,
+    shell:
+        "python -m sacbench.report extract --run-dir {params.run_dir}"
+        " --output {output.table} > {log} 2>&1"
