@@ -1,0 +1,121 @@
+"""envs/*.yaml (conda envs for `snakemake --sdm conda`) agree with requirements.lock.
+
+No conda channel is reachable where these tests run, so the envs cannot be built here; instead
+each file must parse, pin exactly the lock's versions, cover the third-party imports of the code
+its rules run, and be named by the rules.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+ENV_FILES = sorted((REPO / "envs").glob("*.yaml"))
+# The modules each env's rules run (python -m ...), whose imports it must satisfy.
+ENTRY_MODULES = {"train.yaml": "sacbench.train", "report.yaml": "sacbench.report"}
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_versions() -> dict[str, str]:
+    pins = {}
+    for line in (REPO / "requirements.lock").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[normalized(name)] = version
+    return pins
+
+
+def pip_pins(env_file: Path) -> dict[str, str]:
+    spec = yaml.safe_load(env_file.read_text())
+    pip_sections = [item["pip"] for item in spec["dependencies"] if isinstance(item, dict)]
+    assert len(pip_sections) == 1, f"{env_file.name}: expected one pip section"
+    pins = {}
+    for requirement in pip_sections[0]:
+        name, separator, version = requirement.partition("==")
+        assert separator, f"{env_file.name}: {requirement!r} is not pinned with =="
+        pins[normalized(name)] = version
+    return pins
+
+
+def test_there_is_an_env_per_rule_group():
+    assert [path.name for path in ENV_FILES] == sorted(ENTRY_MODULES)
+
+
+@pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda path: path.name)
+def test_env_pins_equal_the_lock(env_file: Path):
+    lock = lock_versions()
+    for name, version in pip_pins(env_file).items():
+        assert name in lock, f"{env_file.name}: {name} is not in requirements.lock"
+        # The lock holds the CPU build (2.13.0+cpu); a conda env takes the same release.
+        assert lock[name].split("+")[0] == version, f"{env_file.name}: {name}=={version}"
+
+
+@pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda path: path.name)
+def test_env_python_matches_the_project(env_file: Path):
+    spec = yaml.safe_load(env_file.read_text())
+    pythons = [d for d in spec["dependencies"] if isinstance(d, str) and d.startswith("python")]
+    assert pythons == ["python=3.11"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["requires-python"].startswith(">=3.11")
+
+
+def imported_modules(module: str, seen: set[str] | None = None) -> set[str]:
+    """Top-level third-party modules imported by `module` and the sacbench modules it imports."""
+    seen = set() if seen is None else seen
+    if module in seen:
+        return set()
+    seen.add(module)
+    path = REPO / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = REPO / module.replace(".", "/") / "__init__.py"
+    third_party: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top == "sacbench":
+                candidate = REPO / (name.replace(".", "/") + ".py")
+                package = REPO / name.replace(".", "/") / "__init__.py"
+                if candidate.exists() or package.exists():
+                    third_party |= imported_modules(name, seen)
+            elif top not in sys.stdlib_module_names and top != "__future__":
+                third_party.add(top)
+    return third_party
+
+
+@pytest.mark.parametrize("env_name", sorted(ENTRY_MODULES))
+def test_env_covers_the_imports_of_its_rules(env_name: str):
+    module = ENTRY_MODULES[env_name]
+    module_path = REPO / (module.replace(".", "/") + ".py")
+    if not module_path.exists() and not (REPO / module.replace(".", "/")).is_dir():
+        pytest.skip(f"{module} is not in this checkout yet")
+    distributions = importlib.metadata.packages_distributions()
+    pinned = set(pip_pins(REPO / "envs" / env_name))
+    for top in sorted(imported_modules(module)):
+        provided_by = {normalized(name) for name in distributions.get(top, [top])}
+        assert provided_by & pinned, f"envs/{env_name} lacks {sorted(provided_by)} for {top}"
+
+
+def test_every_env_is_named_by_a_rule_and_exists():
+    named = set()
+    for rule_file in (REPO / "workflow" / "rules").glob("*.smk"):
+        for match in re.finditer(r"conda:\s*\n\s*\"([^\"]+)\"", rule_file.read_text()):
+            named.add((rule_file.parent / match.group(1)).resolve())
+    assert named == {path.resolve() for path in ENV_FILES}
