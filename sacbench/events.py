@@ -1,0 +1,252 @@
+"""Read a run directory's TensorBoard event files into one tidy table of scalars.
+
+The table has one row per logged scalar: ``tag`` (str), ``step`` (int64), ``wall_time`` (float64,
+seconds since the epoch, as the writer stamped it) and ``value`` (float64 holding the float32 the
+writer stored), sorted by tag, then step.
+
+Two readers give the same table:
+
+* ``"records"`` (default): walks the TFRecord framing itself, verifies every masked CRC-32C, and
+  decodes each record with TensorBoard's own ``Event`` protobuf class. Fast enough for a 1M-step
+  run (see benchmarks/extract_speed.py).
+* ``"event-accumulator"``: TensorBoard's ``EventAccumulator`` (size guidance 0 = keep every
+  point), several times slower because it checks CRCs in pure Python and converts every value to
+  a tensor. The tests check that both readers agree.
+
+TensorBoard's loaders stop silently at a truncated or corrupt record; both readers here first
+verify the file's framing and checksums and raise :class:`EventFileError` naming the file and
+the byte offset instead, so a damaged file can never yield a silently shortened table.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from tensorboard.compat.proto import event_pb2
+
+try:  # C implementation; TensorBoard's own pure-Python CRC is the (slow) fallback.
+    import google_crc32c
+
+    def _crc32c(data: bytes | memoryview) -> int:
+        return google_crc32c.value(bytes(data))
+
+except ImportError:  # pragma: no cover - exercised only where google-crc32c is absent
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as _tb_crc32c
+
+    def _crc32c(data: bytes | memoryview) -> int:
+        return _tb_crc32c(bytes(data))
+
+
+Reader = Literal["records", "event-accumulator"]
+READERS: tuple[str, ...] = ("records", "event-accumulator")
+SCALAR_COLUMNS: tuple[str, ...] = ("tag", "step", "wall_time", "value")
+# TensorBoard's own test for event files (io_wrapper.IsTensorFlowEventsFile).
+EVENT_FILE_MARKER = "tfevents"
+
+_HEADER = struct.Struct("<Q")
+_CRC = struct.Struct("<I")
+_MASK_DELTA = 0xA282EAD8
+
+
+class EventFileError(ValueError):
+    """An event file that cannot be read completely; the message names the file."""
+
+
+class RunDirError(ValueError):
+    """A run directory whose event files do not form one consistent history."""
+
+
+def _masked_crc32c(data: bytes | memoryview) -> int:
+    crc = _crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def event_files(run_dir: Path | str) -> list[Path]:
+    """The event files directly inside ``run_dir`` in name order (other files are ignored)."""
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise RunDirError(f"run dir {run_dir} does not exist or is not a directory")
+    return sorted(
+        path for path in run_dir.iterdir() if EVENT_FILE_MARKER in path.name and path.is_file()
+    )
+
+
+def iter_records(path: Path | str) -> Iterator[memoryview]:
+    """The payloads of a TFRecord file, each checked against its length and data checksums."""
+    path = Path(path)
+    data = memoryview(path.read_bytes())
+    size = len(data)
+    if size == 0:
+        raise EventFileError(f"{path}: zero-byte event file (the writer never flushed)")
+    offset = 0
+    while offset < size:
+        if size - offset < 12:
+            raise EventFileError(
+                f"{path}: truncated record header at byte {offset} (file has {size} bytes)"
+            )
+        header = data[offset : offset + 8]
+        (length,) = _HEADER.unpack(header)
+        (header_crc,) = _CRC.unpack(data[offset + 8 : offset + 12])
+        if _masked_crc32c(header) != header_crc:
+            if offset == 0:
+                raise EventFileError(
+                    f"{path}: not a TensorBoard event file (no valid record header at byte 0)"
+                )
+            raise EventFileError(f"{path}: corrupt record header at byte {offset}")
+        end = offset + 12 + length + 4
+        if end > size:
+            raise EventFileError(
+                f"{path}: truncated record at byte {offset} (needs {end} bytes, file has {size})"
+            )
+        payload = data[offset + 12 : offset + 12 + length]
+        (payload_crc,) = _CRC.unpack(data[end - 4 : end])
+        if _masked_crc32c(payload) != payload_crc:
+            raise EventFileError(f"{path}: corrupt record at byte {offset} (checksum mismatch)")
+        yield payload
+        offset = end
+
+
+def _check_first_event(path: Path, first_payload: memoryview | None) -> None:
+    if first_payload is None:
+        return
+    try:
+        first = event_pb2.Event.FromString(bytes(first_payload))
+    except Exception as error:  # protobuf raises its own DecodeError type
+        raise EventFileError(f"{path}: first record is not a TensorBoard Event ({error})") from None
+    if not first.file_version.startswith("brain.Event:"):
+        raise EventFileError(
+            f"{path}: not a TensorBoard event file (first record carries no file_version)"
+        )
+
+
+def _frame(tags: list[str], steps: list[int], wall_times: list[float], values: list[float]):
+    return pd.DataFrame(
+        {
+            "tag": pd.Series(tags, dtype=object),
+            "step": np.asarray(steps, dtype=np.int64),
+            "wall_time": np.asarray(wall_times, dtype=np.float64),
+            "value": np.asarray(values, dtype=np.float64),
+        }
+    )
+
+
+def _scalars_by_records(path: Path) -> pd.DataFrame:
+    from tensorboard.util import tensor_util
+
+    tags: list[str] = []
+    steps: list[int] = []
+    wall_times: list[float] = []
+    values: list[float] = []
+    first: memoryview | None = None
+    parse = event_pb2.Event.FromString
+    for payload in iter_records(path):
+        if first is None:
+            first = payload
+            _check_first_event(path, first)
+        try:
+            event = parse(bytes(payload))
+        except Exception as error:
+            raise EventFileError(f"{path}: undecodable event record ({error})") from None
+        if not event.HasField("summary"):
+            continue
+        for summary_value in event.summary.value:
+            kind = summary_value.WhichOneof("value")
+            if kind == "simple_value":
+                value = summary_value.simple_value
+            elif (
+                kind == "tensor" and summary_value.metadata.plugin_data.plugin_name == "scalars"
+            ):  # the writer's new_style scalars
+                value = float(tensor_util.make_ndarray(summary_value.tensor).item())
+            else:
+                continue
+            tags.append(summary_value.tag)
+            steps.append(event.step)
+            wall_times.append(event.wall_time)
+            values.append(value)
+    return _frame(tags, steps, wall_times, values)
+
+
+def _scalars_by_event_accumulator(path: Path) -> pd.DataFrame:
+    from tensorboard.backend.event_processing import event_accumulator
+
+    # TensorBoard's loader skips damaged records silently, so verify the file first.
+    first = next(iter_records(path), None)
+    _check_first_event(path, first)
+    for _ in iter_records(path):
+        pass
+    accumulator = event_accumulator.EventAccumulator(
+        str(path),
+        size_guidance={event_accumulator.SCALARS: 0},
+        # A run's files hold each step once; purging would hide the duplicates we reject.
+        purge_orphaned_data=False,
+    )
+    accumulator.Reload()
+    tags: list[str] = []
+    steps: list[int] = []
+    wall_times: list[float] = []
+    values: list[float] = []
+    for tag in accumulator.Tags()["scalars"]:
+        for scalar in accumulator.Scalars(tag):
+            tags.append(tag)
+            steps.append(scalar.step)
+            wall_times.append(scalar.wall_time)
+            values.append(scalar.value)
+    from tensorboard.util import tensor_util
+
+    for tag in accumulator.Tags()["tensors"]:  # the writer's new_style scalars land here
+        if accumulator.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        for tensor_event in accumulator.Tensors(tag):
+            tags.append(tag)
+            steps.append(tensor_event.step)
+            wall_times.append(tensor_event.wall_time)
+            values.append(float(tensor_util.make_ndarray(tensor_event.tensor_proto).item()))
+    return _frame(tags, steps, wall_times, values)
+
+
+def read_event_file(path: Path | str, *, reader: Reader = "records") -> pd.DataFrame:
+    """The scalars of one event file, in file order."""
+    if reader not in READERS:
+        raise ValueError(f"reader must be one of {READERS}, got {reader!r}")
+    path = Path(path)
+    if not path.is_file():
+        raise EventFileError(f"{path}: no such event file")
+    if reader == "records":
+        return _scalars_by_records(path)
+    return _scalars_by_event_accumulator(path)
+
+
+def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.DataFrame:
+    """All scalars of a run dir, every event file included, sorted by (tag, step).
+
+    A resumed run has one file per training session; the trainer truncates each older file at the
+    checkpoint it resumed from, so a (tag, step) pair seen twice means the history is
+    inconsistent, and that is an error naming the run dir.
+    """
+    run_dir = Path(run_dir)
+    files = event_files(run_dir)
+    if not files:
+        raise RunDirError(f"run dir {run_dir} holds no TensorBoard event files (*tfevents*)")
+    frames = []
+    for path in files:
+        frame = read_event_file(path, reader=reader)
+        frame["_file"] = path.name
+        frames.append(frame)
+    scalars = pd.concat(frames, ignore_index=True)
+    duplicated = scalars.duplicated(subset=["tag", "step"], keep=False)
+    if duplicated.any():
+        clash = scalars[duplicated].sort_values(["tag", "step", "_file"])
+        first = clash.iloc[0]
+        sources = sorted(set(clash[clash.tag.eq(first.tag) & clash.step.eq(first.step)]._file))
+        raise RunDirError(
+            f"run dir {run_dir}: {int(duplicated.sum())} scalar points share a (tag, step), "
+            f"e.g. {first.tag} at step {first.step} in {', '.join(sources)}; a resumed run's "
+            "older event file must be truncated at the checkpoint it resumed from"
+        )
+    scalars = scalars.drop(columns="_file").sort_values(["tag", "step"], kind="stable")
+    return scalars.reset_index(drop=True)
