@@ -37,6 +37,12 @@ class RunDirError(RuntimeError):
     """A run directory that cannot be trained into as asked; the message says why and where."""
 
 
+def describe_differences(differing: dict[str, tuple[Any, Any]]) -> str:
+    return "; ".join(
+        f"{key}: recorded {old!r}, asked {new!r}" for key, (old, new) in sorted(differing.items())
+    )
+
+
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -56,24 +62,15 @@ class RunDir:
         A directory holding other args (or, with overwrite, a finished run) is never deleted: with
         overwrite it is moved aside to <run_dir>.replaced-<UTC time>.
         """
-        if self.metadata_path.exists():
-            recorded = self._read_metadata().get("args", {})
-            differing = {
-                key: (recorded.get(key, "<missing>"), value)
-                for key, value in run_args.items()
-                if recorded.get(key, "<missing>") != value
-            }
-            if differing or (overwrite and self.is_complete()):
-                if not overwrite:
-                    listing = "; ".join(
-                        f"{key}: recorded {old!r}, asked {new!r}"
-                        for key, (old, new) in sorted(differing.items())
-                    )
-                    raise RunDirError(
-                        f"{self.metadata_path} holds a run with different args ({listing}); "
-                        "use another --run-dir, or --overwrite to move this one aside"
-                    )
-                self._move_aside()
+        differing = self.differing_args(run_args)
+        if differing or (overwrite and self.is_complete()):
+            if not overwrite:
+                raise RunDirError(
+                    f"{self.metadata_path} holds a run with different args "
+                    f"({describe_differences(differing)}); "
+                    "use another --run-dir, or --overwrite to move this one aside"
+                )
+            self._move_aside()
         self.path.mkdir(parents=True, exist_ok=True)
         if self.state_path.exists():
             return self.load_checkpoint()
@@ -81,6 +78,17 @@ class RunDir:
         for stale in self.event_files():
             stale.unlink()
         return None
+
+    def differing_args(self, run_args: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+        """{name: (recorded, asked)} for every run-defining arg the metadata records otherwise."""
+        if not self.metadata_path.exists():
+            return {}
+        recorded = self._read_metadata().get("args", {})
+        return {
+            key: (recorded.get(key, "<missing>"), value)
+            for key, value in run_args.items()
+            if recorded.get(key, "<missing>") != value
+        }
 
     def _move_aside(self) -> None:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -41,7 +41,7 @@ from sacbench.envs import (
     restore_env_state,
 )
 from sacbench.replay import Batch, ReplayBuffer
-from sacbench.run_dir import RunDir, RunDirError
+from sacbench.run_dir import RunDir, RunDirError, describe_differences
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
@@ -454,6 +454,13 @@ def train(args: Args) -> int:
         )
     run_dir = RunDir(Path(args.run_dir))
     if run_dir.is_complete() and not args.overwrite:
+        differing = run_dir.differing_args(run_defining_args(args))
+        if differing:
+            raise RunDirError(
+                f"{run_dir.path} holds a finished run with different args "
+                f"({describe_differences(differing)}); use another --run-dir, or --overwrite "
+                "to move it aside"
+            )
         print(f"{run_dir.path} holds a finished run; nothing to do (--overwrite trains again)")
         return 0
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
@@ -494,6 +501,9 @@ def train(args: Args) -> int:
         learner.load_state_dict(checkpoint["learner"])
         run_dir.load_buffer(buffer, checkpoint)
         buffer.rng.bit_generator.state = checkpoint["buffer_rng"]
+        env.reset(
+            seed=args.seed
+        )  # satisfies the wrappers' reset-before-step check; then overwritten
         restore_env_state(env, checkpoint["env"])
         restore_rng_states(checkpoint["rng"])
         observation = checkpoint["observation"]

@@ -1,0 +1,186 @@
+"""Real short training runs of `python -m sacbench.train`: tags, cadence, SPS, metadata, resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from tests.trainer_runs import (
+    SHORT_RUN,
+    read_scalars,
+    reproducible,
+    run_trainer,
+    start_trainer,
+)
+
+pytestmark = pytest.mark.slow
+
+LOSS_TAGS = {
+    "losses/qf1_values",
+    "losses/qf2_values",
+    "losses/qf1_loss",
+    "losses/qf2_loss",
+    "losses/qf_loss",
+    "losses/actor_loss",
+    "losses/alpha",
+    "losses/alpha_loss",
+}
+CHART_TAGS = {
+    "charts/episodic_return",
+    "charts/episodic_length",
+    "charts/SPS",
+    "charts/steady_SPS",
+    "charts/elapsed_seconds",
+}
+RUN = (*SHORT_RUN, "--checkpoint-interval", "250", "--update-path", "fast")
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("finished") / "run"
+    run_trainer(run_dir, *RUN)
+    return run_dir
+
+
+def test_every_tag_is_written_at_cleanrl_cadence(finished_run):
+    scalars = read_scalars(finished_run)
+    assert set(scalars) == LOSS_TAGS | CHART_TAGS
+    # Losses and SPS every 100 steps once global_step > learning_starts (1000) of 1500 steps.
+    for tag in LOSS_TAGS | {"charts/SPS", "charts/steady_SPS"}:
+        assert [step for step, _ in scalars[tag]] == [1100, 1200, 1300, 1400], tag
+    # One return per finished episode, logged at the episode's last step.
+    lengths = [int(value) for _, value in scalars["charts/episodic_length"]]
+    return_steps = [step for step, _ in scalars["charts/episodic_return"]]
+    assert len(lengths) == len(return_steps) >= 10
+    cumulative = 0
+    for length, step in zip(lengths, return_steps, strict=True):
+        cumulative += length
+        assert step == cumulative - 1
+    assert cumulative <= 1500
+
+
+def test_sps_is_cleanrl_formula(finished_run):
+    scalars = read_scalars(finished_run)
+    elapsed = dict(scalars["charts/elapsed_seconds"])
+    for step, sps in scalars["charts/SPS"]:
+        assert sps == int(step / elapsed[step])
+    assert max(elapsed) == 1499  # the final step's elapsed time is recorded too
+    complete = json.loads((finished_run / "complete.json").read_text())
+    assert complete["global_step"] == 1500
+    assert complete["elapsed_seconds"] == pytest.approx(elapsed[1499], rel=1e-3)
+
+
+def test_hyperparameters_text_and_metadata(finished_run):
+    (event_file,) = finished_run.glob("*tfevents*")
+    accumulator = EventAccumulator(str(event_file), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    assert "hyperparameters/text_summary" in accumulator.Tags()["tensors"]
+    metadata = json.loads((finished_run / "metadata.json").read_text())
+    assert metadata["args"]["env_id"] == "Hopper-v4"
+    assert metadata["args"]["batch_size"] == 64
+    assert metadata["args"]["learning_starts"] == 1000
+    assert set(metadata["versions"]) >= {"python", "torch", "gymnasium", "mujoco", "numpy"}
+    assert metadata["versions"]["mujoco"] == "2.3.7"
+    assert set(metadata["sacbench"]) == {"version", "git_describe", "git_commit", "git_dirty"}
+    host = metadata["host"]
+    assert host["gpu_model"] is None and host["torch_threads"] == 1 and host["cpu_model"]
+    assert metadata["exit_status"] == "completed" and metadata["ended_at"]
+    (session,) = metadata["sessions"]
+    assert session["start_step"] == 0 and session["end_step"] == 1500
+
+
+def test_same_seed_gives_identical_scalars(finished_run, tmp_path):
+    run_trainer(tmp_path / "again", *RUN)
+    assert reproducible(read_scalars(tmp_path / "again")) == reproducible(
+        read_scalars(finished_run)
+    )
+
+
+def test_finished_run_is_not_trained_again(finished_run):
+    before = {path.name: path.stat().st_mtime_ns for path in finished_run.rglob("*")}
+    completed = run_trainer(finished_run, *RUN)
+    assert "nothing to do" in completed.stdout
+    assert {path.name: path.stat().st_mtime_ns for path in finished_run.rglob("*")} == before
+
+
+def test_run_dir_with_other_args_is_refused_and_left_alone(finished_run):
+    before = sorted(path.name for path in finished_run.rglob("*"))
+    completed = run_trainer(finished_run, *RUN, "--batch-size", "32", "--seed", "7", check=False)
+    assert completed.returncode == 2
+    assert "batch_size: recorded 64, asked 32" in completed.stderr
+    assert "seed: recorded 1, asked 7" in completed.stderr
+    assert sorted(path.name for path in finished_run.rglob("*")) == before
+
+
+def test_overwrite_moves_the_old_run_aside(tmp_path):
+    run_dir = tmp_path / "run"
+    short = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "300", "--learning-starts",
+             "200", "--batch-size", "16")  # fmt: skip
+    run_trainer(run_dir, *short)
+    run_trainer(run_dir, *short, "--gamma", "0.9", "--overwrite")
+    (moved,) = tmp_path.glob("run.replaced-*")
+    assert (moved / "complete.json").exists()
+    assert json.loads((run_dir / "metadata.json").read_text())["args"]["gamma"] == 0.9
+
+
+# ---- kill and resume --------------------------------------------------------------------------
+
+
+def _signal_when(process: subprocess.Popen, *, at_step: int, signal_number: int) -> list[str]:
+    """Send the signal once the trainer reports a step >= at_step; return what it printed."""
+    lines = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("global_step=") and int(line.split(",")[0].split("=")[1]) >= at_step:
+            process.send_signal(signal_number)
+            break
+    lines.extend(process.stdout.read().splitlines(keepends=True))
+    process.wait(timeout=120)
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("signal_number", "at_step"),
+    [
+        (signal.SIGTERM, 400),  # random-action phase, mid-episode
+        (signal.SIGTERM, 1150),  # training phase
+        (signal.SIGUSR1, 1330),  # what Slurm sends before a time limit
+        (signal.SIGKILL, 1300),  # no warning: resumes from the checkpoint at step 1250
+    ],
+    ids=["sigterm-random-phase", "sigterm-training", "sigusr1", "sigkill-after-checkpoint"],
+)
+def test_killed_and_resumed_run_equals_uninterrupted(
+    finished_run, tmp_path, signal_number, at_step
+):
+    run_dir = tmp_path / "run"
+    process = start_trainer(run_dir, *RUN)
+    output = _signal_when(process, at_step=at_step, signal_number=signal_number)
+    assert process.returncode in (128 + signal_number, -signal_number), "".join(output)
+    assert not (run_dir / "complete.json").exists()
+    if signal_number != signal.SIGKILL:
+        assert any("checkpointed at step" in line for line in output)
+
+    run_trainer(run_dir, *RUN)
+
+    resumed = read_scalars(run_dir)
+    for tag, series in resumed.items():
+        steps = [step for step, _ in series]
+        assert steps == sorted(set(steps)), f"{tag} has repeated or unordered steps"
+    assert reproducible(resumed) == reproducible(read_scalars(finished_run))
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    assert len(metadata["sessions"]) == 2
+    assert metadata["sessions"][-1]["exit_status"] == "completed"
+    first_status = metadata["sessions"][0]["exit_status"]
+    if signal_number == signal.SIGKILL:
+        assert first_status == "running"  # a SIGKILL leaves no chance to record anything
+    else:
+        assert first_status == f"signal {signal.Signals(signal_number).name}"
+    complete = json.loads((run_dir / "complete.json").read_text())
+    assert complete["global_step"] == 1500
+    assert not list((run_dir / "checkpoint").glob("rows-*.npz"))  # buffer dropped once finished

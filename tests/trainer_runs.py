@@ -1,0 +1,95 @@
+"""Helpers for trainer tests: run the real CLI in a subprocess and read its real event files."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+# Tags whose values depend on the clock; everything else must be reproducible bit for bit.
+TIME_TAGS = frozenset({"charts/SPS", "charts/steady_SPS", "charts/elapsed_seconds"})
+
+SHORT_RUN = (
+    "--env-id", "Hopper-v4",
+    "--total-timesteps", "1500",
+    "--learning-starts", "1000",
+    "--batch-size", "64",
+)  # fmt: skip
+
+
+def train_command(run_dir: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "sacbench.train", "--run-dir", str(run_dir), *extra]
+
+
+def run_trainer(run_dir: Path, *extra: str, check: bool = True) -> subprocess.CompletedProcess:
+    completed = subprocess.run(
+        train_command(run_dir, *extra), capture_output=True, text=True, env=_quiet_env()
+    )
+    if check and completed.returncode != 0:
+        raise AssertionError(
+            f"trainer exited {completed.returncode}:\n{completed.stdout}\n{completed.stderr}"
+        )
+    return completed
+
+
+def start_trainer(run_dir: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        train_command(run_dir, *extra),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_quiet_env(),
+    )
+
+
+def wait_for_step(run_dir: Path, step: int, *, process: subprocess.Popen, timeout: float = 120):
+    """Block until the event log shows a scalar at or past `step` (flushed by a checkpoint)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"trainer ended early:\n{process.stdout.read()}")
+        if (run_dir / "checkpoint" / "state.pt").exists() and last_logged_step(run_dir) >= step:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no step {step} in {run_dir} after {timeout} s")
+
+
+def last_logged_step(run_dir: Path) -> int:
+    scalars = read_scalars(run_dir)
+    return max((step for series in scalars.values() for step, _ in series), default=-1)
+
+
+def kill(process: subprocess.Popen, signal_number: int) -> int:
+    process.send_signal(signal_number)
+    return process.wait(timeout=120)
+
+
+def read_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of every event file in the dir, in file order: duplicates stay visible."""
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    for path in sorted(run_dir.glob("*tfevents*")):
+        accumulator = EventAccumulator(str(path), size_guidance={"scalars": 0})
+        accumulator.Reload()
+        for tag in accumulator.Tags()["scalars"]:
+            scalars.setdefault(tag, []).extend(
+                (event.step, event.value) for event in accumulator.Scalars(tag)
+            )
+    return scalars
+
+
+def reproducible(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float]]]:
+    return {tag: series for tag, series in scalars.items() if tag not in TIME_TAGS}
+
+
+def _quiet_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONWARNINGS"] = "ignore::DeprecationWarning"
+    return env
+
+
+SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGUSR1": signal.SIGUSR1, "SIGKILL": signal.SIGKILL}
