@@ -1,0 +1,169 @@
+"""Bad input is refused before training, with the offending value named; checkpoints are robust."""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+import numpy as np
+import pytest
+import torch
+
+from sacbench.args import Args, validate_args
+from sacbench.envs import BENCHMARK_ENV_IDS, EnvError, check_env_id, make_env
+from sacbench.replay import ReplayBuffer
+from sacbench.run_dir import RunDir, RunDirError
+from sacbench.train import main, train
+from tests.trainer_runs import run_trainer
+
+
+def test_unknown_env_id_lists_the_benchmark_ids(capsys, tmp_path):
+    assert main(["--env-id", "HalfCheetah-v9", "--run-dir", str(tmp_path / "r")]) == 2
+    message = capsys.readouterr().err
+    assert "'HalfCheetah-v9'" in message
+    for env_id in BENCHMARK_ENV_IDS:
+        assert env_id in message
+    assert not (tmp_path / "r").exists()
+
+
+def test_discrete_action_space_is_refused():
+    with pytest.raises(EnvError, match="CartPole-v1 has a Discrete action space"):
+        make_env("CartPole-v1", seed=1)
+
+
+def test_pusher_with_mujoco_3_names_the_pin(monkeypatch):
+    # mujoco 3 cannot be installed beside the pinned 2.3.7, so only its version string is faked.
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata,
+        "version",
+        lambda name: "3.1.0" if name == "mujoco" else real_version(name),
+    )
+    with pytest.raises(EnvError, match=r"Pusher-v4 needs mujoco<3.*mujoco==2\.3\.7"):
+        check_env_id("Pusher-v4")
+    check_env_id("Hopper-v4")  # the other tasks do not care
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "flag"),
+    [
+        ("total_timesteps", 0, "--total-timesteps"),
+        ("batch_size", -4, "--batch-size"),
+        ("buffer_size", 0, "--buffer-size"),
+        ("gamma", 1.5, "--gamma"),
+        ("tau", -0.1, "--tau"),
+        ("learning_starts", -1, "--learning-starts"),
+    ],
+)
+def test_non_positive_sizes_are_named(field, value, flag, tmp_path):
+    args = Args(run_dir=str(tmp_path / "r"), **{field: value})
+    problems = validate_args(args)
+    assert any(flag in problem and repr(value) in problem for problem in problems), problems
+    with pytest.raises(ValueError, match=flag):
+        train(args)
+    assert not (tmp_path / "r").exists()
+
+
+def test_learning_starts_past_the_end_warns_but_runs(tmp_path):
+    completed = run_trainer(
+        tmp_path / "r",
+        "--env-id", "InvertedPendulum-v4", "--total-timesteps", "50", "--learning-starts", "50",
+    )  # fmt: skip
+    assert "no training update will run" in completed.stderr
+    assert (tmp_path / "r" / "complete.json").exists()
+
+
+def test_corrupt_checkpoint_is_named_and_kept(tmp_path):
+    run_dir = tmp_path / "r"
+    short = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "300", "--learning-starts",
+             "200", "--batch-size", "16")  # fmt: skip
+    run_trainer(run_dir, *short)
+    (run_dir / "complete.json").unlink()  # pretend the job died before finishing
+    state = run_dir / "checkpoint" / "state.pt"
+    state.parent.mkdir(exist_ok=True)
+    state.write_bytes(b"not a checkpoint")
+    completed = run_trainer(run_dir, *short, check=False)
+    assert completed.returncode == 2
+    assert str(state) in completed.stderr and "cannot be loaded" in completed.stderr
+    assert state.read_bytes() == b"not a checkpoint"
+
+
+def test_missing_buffer_chunk_is_named(tmp_path):
+    buffer = ReplayBuffer(capacity=50, obs_dim=3, action_dim=2, seed=0)
+    _fill(buffer, 30)
+    run_dir = RunDir(tmp_path)
+    run_dir.checkpoint_dir.mkdir()
+    run_dir.save_checkpoint({"global_step": 30}, buffer=buffer)
+    (chunk,) = run_dir.checkpoint_dir.glob("rows-*.npz")
+    chunk.unlink()
+    with pytest.raises(RunDirError, match=chunk.name):
+        run_dir.load_buffer(
+            ReplayBuffer(capacity=50, obs_dim=3, action_dim=2, seed=0), run_dir.load_checkpoint()
+        )
+
+
+# ---- replay buffer ----------------------------------------------------------------------------
+
+
+def _fill(buffer: ReplayBuffer, count: int, *, episode_length: int = 7, start: int = 0) -> None:
+    """Transitions whose next_obs is the following obs except at episode ends, like a real env."""
+    rng = np.random.default_rng(start)
+    observation = rng.normal(size=buffer.obs_dim).astype(np.float32)
+    for index in range(start, start + count):
+        next_observation = rng.normal(size=buffer.obs_dim).astype(np.float32)
+        done = (index + 1) % episode_length == 0
+        buffer.add(
+            observation=observation,
+            next_observation=next_observation,
+            action=rng.uniform(-1, 1, size=buffer.action_dim).astype(np.float32),
+            reward=float(index),
+            terminated=done and index % 2 == 0,
+        )
+        observation = (
+            rng.normal(size=buffer.obs_dim).astype(np.float32) if done else next_observation
+        )
+
+
+def test_buffer_memory_is_the_float32_size_of_its_fields():
+    buffer = ReplayBuffer(capacity=1000, obs_dim=17, action_dim=6, seed=0)
+    fields = 1000 * (17 + 17 + 6 + 1 + 1) * 4  # obs, next_obs, action, reward, termination
+    assert buffer.nbytes() == fields
+
+
+def test_buffer_sampling_is_seeded_and_within_filled_rows():
+    first, second = (ReplayBuffer(capacity=100, obs_dim=3, action_dim=2, seed=4) for _ in range(2))
+    _fill(first, 20)
+    _fill(second, 20)
+    a, b = first.sample(64), second.sample(64)
+    torch.testing.assert_close(a.observations, b.observations)
+    assert set(a.rewards.tolist()) <= set(map(float, range(20)))
+
+
+@pytest.mark.parametrize("capacity", [100, 23])  # 23 < rows added: the ring wraps
+def test_incremental_checkpoints_restore_the_buffer_exactly(tmp_path, capacity):
+    buffer = ReplayBuffer(capacity=capacity, obs_dim=4, action_dim=2, seed=0)
+    run_dir = RunDir(tmp_path)
+    run_dir.checkpoint_dir.mkdir()
+    added = 0
+    for count in (10, 15, 30):  # three checkpoints, each writing only the new rows
+        _fill(buffer, count, start=added)
+        added += count
+        run_dir.save_checkpoint({"global_step": added}, buffer=buffer)
+    chunks = sorted(path.name for path in run_dir.checkpoint_dir.glob("rows-*.npz"))
+    if capacity == 100:
+        assert len(chunks) == 3
+    else:
+        assert len(chunks) < 3  # chunks whose rows were all overwritten are dropped
+    restored = ReplayBuffer(capacity=capacity, obs_dim=4, action_dim=2, seed=0)
+    fresh = RunDir(tmp_path)
+    fresh.load_buffer(restored, fresh.load_checkpoint())
+    assert restored.added == buffer.added == 55
+    torch.testing.assert_close(restored.storage, buffer.storage, rtol=0, atol=0)
+
+
+def test_checkpoint_chunk_does_not_store_repeated_next_observations(tmp_path):
+    buffer = ReplayBuffer(capacity=100, obs_dim=50, action_dim=2, seed=0)
+    _fill(buffer, 70, episode_length=10)
+    name = buffer.save_new_rows(tmp_path, saved_until=0)
+    with np.load(tmp_path / name) as archive:
+        kept = archive["kept_next_obs"]
+    assert len(kept) == 7  # one per episode end (the last row is an episode end too)
