@@ -17,7 +17,7 @@ class Args:
     seed: int = 1
     """seed of the experiment"""
     torch_deterministic: bool = True
-    """if toggled, `torch.backends.cudnn.deterministic=True` and deterministic algorithms"""
+    """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda is used when available and --device is auto"""
     env_id: str = "Hopper-v4"
@@ -55,7 +55,7 @@ class Args:
     device: Literal["auto", "cpu", "cuda"] = "auto"
     """auto: cuda when --cuda and a GPU is present, else cpu"""
     checkpoint_interval: int = 10_000
-    """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1 and at the end)"""
+    """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1/SIGINT)"""
     update_path: Literal["fast", "reference"] = "fast"
     """fast: ensemble critics, fused optimizers; reference: CleanRL's computation literally"""
     compile: bool = False

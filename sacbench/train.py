@@ -691,7 +691,9 @@ def save_checkpoint(
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = tyro.cli(Args, args=argv, description=__doc__.split("\n\n")[0])
+    args = tyro.cli(
+        Args, args=argv, prog="python -m sacbench.train", description=__doc__.split("\n\n")[0]
+    )
     try:
         return train(args)
     except (RunDirError, ValueError, RuntimeError) as error:
