@@ -1,0 +1,971 @@
+"""The results tables: runtimes, returns and aggregate statistics, as markdown and CSV text.
+
+Everything here is computed from extracted runs ({extracted_dir}/{variant}/{env_id}/{seed}.csv
+and .json, written by ``sacbench.report extract``); nothing is written to disk here. Every
+definition and unit used in the tables is stated in their footnotes and in docs/results.md.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sacbench import reference, stats
+from sacbench.events import SCALAR_COLUMNS
+
+RETURN_TAG = "charts/episodic_return"
+SPS_TAG = "charts/SPS"
+STEADY_SPS_TAG = "charts/steady_SPS"
+ELAPSED_TAG = "charts/elapsed_seconds"
+# openrlbenchmark (via expt's AGGREGATE_MEAN_LAST(0.1)) averages this fraction of the last rows.
+OPENRLBENCHMARK_TAIL = 0.1
+# Steady SPS leaves out the log points of the first 10% of the logged step range (warm-up).
+STEADY_WARMUP_FRACTION = 0.1
+REFERENCE_LABEL = "pr-424"
+
+
+class ResultsInputError(ValueError):
+    """Missing or unusable extracted runs; the message names every file or run at fault."""
+
+
+class MetricError(ValueError):
+    """A run that lacks what one metric needs; the message names the run and its file."""
+
+
+# ---- loading -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, order=True)
+class RunKey:
+    variant: str
+    env_id: str
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}/{self.env_id}/seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs a table covers, as the pipeline configured them."""
+
+    variants: tuple[str, ...]
+    env_ids: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("variants", "env_ids", "seeds"):
+            values = getattr(self, name)
+            if len(values) == 0:
+                raise ValueError(f"{name} must not be empty")
+            duplicates = sorted({str(value) for value in values if values.count(value) > 1})
+            if duplicates:
+                raise ValueError(f"{name} lists {', '.join(duplicates)} more than once")
+        for variant in self.variants:
+            if not variant or "/" in variant or variant == REFERENCE_LABEL:
+                raise ValueError(f"variant name {variant!r} is empty, has '/' or is reserved")
+
+    def run_keys(self) -> list[RunKey]:
+        return [
+            RunKey(variant, env_id, seed)
+            for env_id in self.env_ids
+            for variant in self.variants
+            for seed in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class Run:
+    key: RunKey
+    csv_path: Path
+    scalars: pd.DataFrame
+    summary: dict[str, Any]
+
+    def series(self, tag: str) -> pd.DataFrame:
+        """The (step, wall_time, value) points of ``tag``, by step; empty if never logged."""
+        points = self.scalars[self.scalars["tag"] == tag]
+        return points[["step", "wall_time", "value"]].sort_values("step").reset_index(drop=True)
+
+    def summary_value(self, *path: str) -> Any:
+        """A nested value of the run summary, or None when it was not recorded."""
+        node: Any = self.summary
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+@dataclass
+class RunSet:
+    selection: Selection
+    runs: dict[RunKey, Run]
+    problems: dict[RunKey, str]
+    """Runs that are missing or unreadable (only with allow_missing), with the reason."""
+
+    def runs_of(self, variant: str, env_id: str) -> list[Run]:
+        return [
+            self.runs[key]
+            for key in (RunKey(variant, env_id, seed) for seed in self.selection.seeds)
+            if key in self.runs
+        ]
+
+
+def extracted_paths(extracted_dir: Path, key: RunKey) -> tuple[Path, Path]:
+    stem = Path(extracted_dir) / key.variant / key.env_id / str(key.seed)
+    return stem.with_suffix(".csv"), stem.with_suffix(".json")
+
+
+def read_extracted_csv(path: Path) -> pd.DataFrame:
+    """An extracted scalar table; errors name the file.
+
+    pandas 3 parses floats to the nearest double, so the shortest-repr floats that extraction
+    writes come back bit for bit (tests/test_report_cli.py checks the round trip).
+    """
+    try:
+        frame = pd.read_csv(
+            path,
+            dtype={"tag": str, "step": np.int64, "wall_time": np.float64, "value": np.float64},
+            keep_default_na=False,
+        )
+    except FileNotFoundError:
+        raise
+    except (ValueError, pd.errors.ParserError) as error:
+        raise ResultsInputError(f"{path}: not an extracted scalar table ({error})") from None
+    if tuple(frame.columns) != SCALAR_COLUMNS:
+        raise ResultsInputError(
+            f"{path}: columns are {list(frame.columns)}, expected {list(SCALAR_COLUMNS)}"
+        )
+    frame["tag"] = frame["tag"].astype(object)  # as sacbench.events returns it
+    return frame
+
+
+def _load_run(extracted_dir: Path, key: RunKey) -> Run:
+    csv_path, json_path = extracted_paths(extracted_dir, key)
+    for path in (csv_path, json_path):
+        if not path.is_file():
+            raise ResultsInputError(f"{key.label}: {path} not found")
+    scalars = read_extracted_csv(csv_path)
+    try:
+        summary = json.loads(json_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ResultsInputError(f"{json_path}: not valid JSON ({error})") from None
+    if not isinstance(summary, dict):
+        raise ResultsInputError(f"{json_path}: expected a JSON object (the run summary)")
+    args = summary.get("args") if isinstance(summary.get("args"), dict) else {}
+    recorded = (args.get("env_id"), args.get("seed"))
+    if recorded != (key.env_id, key.seed):
+        raise ResultsInputError(
+            f"{json_path}: the run summary says env_id={recorded[0]!r}, seed={recorded[1]!r}, "
+            f"but the file sits at {key.env_id}/{key.seed}"
+        )
+    return Run(key=key, csv_path=csv_path, scalars=scalars, summary=summary)
+
+
+def load_runs(*, extracted_dir: Path | str, selection: Selection, allow_missing: bool) -> RunSet:
+    """Load every selected run; a missing or broken one is an error unless ``allow_missing``."""
+    extracted_dir = Path(extracted_dir)
+    if not extracted_dir.is_dir():
+        raise ResultsInputError(f"extracted dir {extracted_dir} does not exist")
+    runs: dict[RunKey, Run] = {}
+    problems: dict[RunKey, str] = {}
+    for key in selection.run_keys():
+        try:
+            runs[key] = _load_run(extracted_dir, key)
+        except ResultsInputError as error:
+            problems[key] = str(error)
+    if problems and not allow_missing:
+        raise ResultsInputError(_problem_report(problems, "missing or unreadable runs"))
+    return RunSet(selection=selection, runs=runs, problems=problems)
+
+
+def _problem_report(problems: dict[Any, str], what: str) -> str:
+    lines = [f"{len(problems)} {what} (pass --allow-missing to report them as n/a):"]
+    lines += [f"  - {message}" for message in problems.values()]
+    return "\n".join(lines)
+
+
+# ---- per-run metrics -----------------------------------------------------------------------------
+
+
+def _nonempty_series(run: Run, tag: str) -> pd.DataFrame:
+    points = run.series(tag)
+    if points.empty:
+        raise MetricError(f"{run.key.label}: no {tag} values in {run.csv_path}")
+    return points
+
+
+def final_sps(run: Run) -> float:
+    """CleanRL's SPS: the last logged charts/SPS (cumulative steps / elapsed seconds)."""
+    return float(_nonempty_series(run, SPS_TAG)["value"].iloc[-1])
+
+
+def steady_sps(run: Run) -> float:
+    """Training throughput without warm-up: total steps / total seconds of the steady windows.
+
+    Each charts/steady_SPS point covers the steps since the previous log point. Points in the
+    first 10% of the logged step range (and always the first point, whose window includes the
+    random-action phase and start-up) are left out; the rest combine as
+    sum(steps) / sum(steps / SPS), a step-weighted harmonic mean.
+    """
+    points = _nonempty_series(run, STEADY_SPS_TAG)
+    if len(points) < 2:
+        raise MetricError(
+            f"{run.key.label}: steady SPS needs at least 2 {STEADY_SPS_TAG} points, "
+            f"{run.csv_path} has {len(points)}"
+        )
+    steps = points["step"].to_numpy(dtype=np.float64)
+    values = points["value"].to_numpy(dtype=np.float64)
+    if np.any(values <= 0) or not np.all(np.isfinite(values)):
+        raise MetricError(f"{run.key.label}: non-positive {STEADY_SPS_TAG} in {run.csv_path}")
+    windows = np.diff(steps)
+    cutoff = steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0])
+    kept = steps[1:] > cutoff
+    return float(windows[kept].sum() / (windows[kept] / values[1:][kept]).sum())
+
+
+def wall_clock_minutes(run: Run) -> float:
+    """complete.json's elapsed_seconds / 60: the training job's own time, resumes summed."""
+    elapsed = run.summary.get("elapsed_seconds")
+    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float) or not elapsed > 0:
+        raise MetricError(
+            f"{run.key.label}: {run.csv_path.with_suffix('.json')} has no positive "
+            f"elapsed_seconds (from complete.json), got {elapsed!r}"
+        )
+    return float(elapsed) / 60.0
+
+
+def last_episodes_mean(run: Run, *, episodes: int) -> tuple[float, int]:
+    """Mean of the run's last ``episodes`` episodic returns (fewer if it has fewer), and how
+    many it used."""
+    returns = run.series(RETURN_TAG)["value"]
+    if returns.empty:
+        raise MetricError(f"{run.key.label}: no finished episode ({RETURN_TAG}) in {run.csv_path}")
+    tail = returns.iloc[-episodes:]
+    return float(tail.mean()), len(tail)
+
+
+def openrlbenchmark_minutes(runs: Sequence[Run]) -> float:
+    """openrlbenchmark's runtime in minutes: charts/elapsed_seconds averaged over seeds at each
+    step, then the mean of the last max(1, floor(10% of those rows)) rows, / 60."""
+    series = [_nonempty_series(run, ELAPSED_TAG)[["step", "value"]] for run in runs]
+    by_step = pd.concat(series).groupby("step")["value"].mean().sort_index()
+    tail = max(1, int(len(by_step) * OPENRLBENCHMARK_TAIL))
+    return float(by_step.iloc[-tail:].mean()) / 60.0
+
+
+# ---- rendering helpers ---------------------------------------------------------------------------
+
+
+class Notes:
+    """Numbered footnotes; the same text gets the same number."""
+
+    def __init__(self) -> None:
+        self._texts: list[str] = []
+
+    def mark(self, text: str) -> str:
+        if text not in self._texts:
+            self._texts.append(text)
+        return f"[{self._texts.index(text) + 1}]"
+
+    def lines(self) -> list[str]:
+        return [f"[{number}] {text}" for number, text in enumerate(self._texts, start=1)]
+
+    def __bool__(self) -> bool:
+        return bool(self._texts)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
+    """A pipe table; ``align`` has one letter per column, l or r."""
+    if len(align) != len(header) or any(len(row) != len(header) for row in rows):
+        raise ValueError("every row and the alignment must have one entry per header column")
+    rule = ["---" if letter == "l" else "---:" for letter in align]
+    return ["| " + " | ".join(cells) + " |" for cells in [list(header), rule, *map(list, rows)]]
+
+
+def _fixed(value: float, digits: int) -> str:
+    text = f"{value:,.{digits}f}"
+    return "0" + text[2:] if text.startswith("-0") and float(text.replace(",", "")) == 0 else text
+
+
+def _mean_std_text(values: Sequence[float], digits: int) -> str:
+    mean, std = stats.mean_std(values)
+    return f"{_fixed(mean, digits)} ± {_fixed(std, digits)}"
+
+
+def _csv_text(frame: pd.DataFrame) -> str:
+    frame = frame.copy()
+    for column in (
+        "n_seeds",
+        "seeds_requested",
+        "steps",
+        "episodes_requested",
+        "episodes_used_min",
+        "n_tasks",
+        "n_runs",
+    ):
+        if column in frame:
+            frame[column] = frame[column].astype("Int64")
+    buffer = io.StringIO()
+    frame.to_csv(buffer, index=False, lineterminator="\n")
+    return buffer.getvalue()
+
+
+@dataclass
+class Cell:
+    """The per-seed values of one (env, variant) cell and the footnote marks it carries."""
+
+    values: list[float] = field(default_factory=list)
+    marks: list[str] = field(default_factory=list)
+
+    def text(self, render: Callable[[list[float]], str]) -> str:
+        body = render(self.values) if self.values else "n/a"
+        return " ".join([body, *self.marks])
+
+
+def _collect(
+    runset: RunSet,
+    variant: str,
+    env_id: str,
+    metric: Callable[[Run], float],
+    notes: Notes,
+    problems: dict[str, str],
+) -> Cell:
+    """Per-seed values of ``metric``; a seed that is missing or lacks the data gets a footnote
+    (or, later, an error when the user did not allow missing runs)."""
+    cell = Cell()
+    for seed in runset.selection.seeds:
+        key = RunKey(variant, env_id, seed)
+        if key in runset.problems:
+            reason = runset.problems[key]
+        else:
+            try:
+                cell.values.append(metric(runset.runs[key]))
+                continue
+            except MetricError as error:
+                reason = str(error)
+                problems[reason] = reason
+        cell.marks.append(notes.mark(f"left out: {reason}"))
+    if cell.values and len(cell.values) < len(runset.selection.seeds):
+        cell.marks.append(
+            notes.mark(
+                f"{variant}/{env_id}: {len(cell.values)} of {len(runset.selection.seeds)} "
+                "requested seeds"
+            )
+        )
+    return cell
+
+
+def _raise_problems(problems: dict[str, str], allow_missing: bool) -> None:
+    if problems and not allow_missing:
+        raise ResultsInputError(_problem_report(problems, "runs lack data a table needs"))
+
+
+# ---- provenance ----------------------------------------------------------------------------------
+
+
+def _sacbench_text(run: Run) -> str | None:
+    version = run.summary_value("sacbench", "version")
+    if version is None:
+        return None
+    describe = run.summary_value("sacbench", "git_describe") or "git describe not recorded"
+    commit = run.summary_value("sacbench", "git_commit")
+    dirty = run.summary_value("sacbench", "git_dirty")
+    parts = [describe]
+    if commit:
+        parts.append(f"commit {str(commit)[:12]}")
+    if dirty is True:
+        parts.append("uncommitted changes")
+    return f"{version} ({', '.join(parts)})"
+
+
+PROVENANCE: tuple[tuple[str, Callable[[Run], Any]], ...] = (
+    ("sacbench", _sacbench_text),
+    ("steps per run (total_timesteps)", lambda run: run.summary_value("args", "total_timesteps")),
+    ("learning_starts", lambda run: run.summary_value("args", "learning_starts")),
+    ("CPU model", lambda run: run.summary_value("host", "cpu_model")),
+    ("GPU model", lambda run: run.summary_value("host", "gpu_model") or "none"),
+    ("device", lambda run: run.summary_value("host", "device")),
+    ("torch threads", lambda run: run.summary_value("host", "torch_threads")),
+    ("python", lambda run: run.summary_value("versions", "python")),
+    ("torch", lambda run: run.summary_value("versions", "torch")),
+    ("gymnasium", lambda run: run.summary_value("versions", "gymnasium")),
+    ("mujoco", lambda run: run.summary_value("versions", "mujoco")),
+    ("numpy", lambda run: run.summary_value("versions", "numpy")),
+    (
+        "training sessions per run",
+        lambda run: (
+            len(run.summary["sessions"]) if isinstance(run.summary.get("sessions"), list) else None
+        ),
+    ),
+)
+
+
+def _value_text(runs: Sequence[Run], getter: Callable[[Run], Any]) -> str:
+    groups: dict[str, list[str]] = {}
+    for run in runs:
+        value = getter(run)
+        groups.setdefault("not recorded" if value is None else str(value), []).append(run.key.label)
+    if len(groups) == 1:
+        return next(iter(groups))
+    parts = []
+    for value, labels in groups.items():
+        shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        runs_word = "run" if len(labels) == 1 else "runs"
+        parts.append(f"{value} ({len(labels)} {runs_word}: {shown})")
+    return "**differs between runs:** " + "; ".join(parts)
+
+
+def provenance_lines(runset: RunSet, *, title: str, command: str) -> list[str]:
+    selection = runset.selection
+    runs = [runset.runs[key] for key in sorted(runset.runs)]
+    found = len(runs)
+    variants = ", ".join(f"`{variant}`" for variant in selection.variants)
+    lines = [
+        f"# {title}",
+        "",
+        f"Generated by `python -m sacbench.report {command}` from {found} of "
+        f"{len(selection.run_keys())} runs: variants {variants}"
+        f"; tasks {', '.join(selection.env_ids)}; seeds {', '.join(map(str, selection.seeds))}.",
+        "",
+    ]
+    rows = [[name, _value_text(runs, getter) if runs else "no runs"] for name, getter in PROVENANCE]
+    lines += markdown_table(["Provenance", "Value (from the runs' metadata.json)"], rows, "ll")
+    return lines
+
+
+# ---- runtimes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableText:
+    markdown: str
+    csv: str
+
+
+def _footnote_block(definitions: Sequence[str], notes: Notes) -> list[str]:
+    lines = ["", "**Definitions and units**", ""]
+    lines += [f"- {text}" for text in definitions]
+    if notes:
+        lines += ["", "**Notes**", ""]
+        lines += [f"- {text}" for text in notes.lines()]
+    return lines
+
+
+def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
+    """results/sac_runtimes.md and .csv: throughput and wall-clock per env and variant."""
+    selection = runset.selection
+    notes = Notes()
+    problems: dict[str, str] = {}
+    metrics: dict[str, Callable[[Run], float]] = {
+        "cleanrl_sps": final_sps,
+        "steady_sps": steady_sps,
+        "wall_clock_minutes": wall_clock_minutes,
+    }
+    cells: dict[tuple[str, str, str], Cell] = {}
+    orb_minutes: dict[tuple[str, str], float | None] = {}
+    for env_id in selection.env_ids:
+        for variant in selection.variants:
+            for name, metric in metrics.items():
+                cells[name, env_id, variant] = _collect(
+                    runset, variant, env_id, metric, notes, problems
+                )
+            runs = runset.runs_of(variant, env_id)
+            try:
+                orb_minutes[env_id, variant] = openrlbenchmark_minutes(runs) if runs else None
+            except MetricError as error:
+                problems[str(error)] = str(error)
+                orb_minutes[env_id, variant] = None
+    _raise_problems(problems, allow_missing)
+
+    def orb_text(env_id: str, variant: str) -> str:
+        value = orb_minutes[env_id, variant]
+        if value is None:
+            return "n/a " + notes.mark(
+                f"{variant}/{env_id}: no seed with {ELAPSED_TAG}; see the notes above"
+            )
+        seeds = len(runset.runs_of(variant, env_id))
+        mark = ""
+        if seeds < len(selection.seeds):
+            mark = " " + notes.mark(
+                f"{variant}/{env_id}: {seeds} of {len(selection.seeds)} requested seeds"
+            )
+        return _fixed(value, 2) + mark
+
+    def reference_of(env_id: str) -> reference.Pr424Result | None:
+        return reference.PR424.get(env_id)
+
+    def ref_text(env_id: str, render: Callable[[reference.Pr424Result], str]) -> str:
+        published = reference_of(env_id)
+        if published is None:
+            return "n/a " + notes.mark(f"{env_id} is not part of the {REFERENCE_LABEL} benchmark")
+        return render(published)
+
+    variant_heads = [f"`{variant}`" for variant in selection.variants]
+    align = "l" + "r" * (len(selection.variants) + 1)
+    sections = [
+        (
+            "CleanRL SPS (final charts/SPS; steps/s; mean ± std over seeds)",
+            "cleanrl_sps",
+            1,
+            f"{REFERENCE_LABEL} implied SPS [B]",
+            lambda env_id: ref_text(env_id, lambda ref: _fixed(ref.implied_sps, 1)),
+        ),
+        (
+            "Steady training SPS (steps/s; mean ± std over seeds)",
+            "steady_sps",
+            1,
+            None,
+            None,
+        ),
+        (
+            "Wall-clock minutes per run (true, from complete.json; mean ± std over seeds)",
+            "wall_clock_minutes",
+            2,
+            None,
+            None,
+        ),
+    ]
+    body: list[str] = []
+    for heading, name, digits, ref_head, ref_cell in sections:
+        header = ["Environment", *variant_heads] + ([ref_head] if ref_head else [])
+        rows = []
+        for env_id in selection.env_ids:
+            row = [env_id]
+            for variant in selection.variants:
+                row.append(
+                    cells[name, env_id, variant].text(
+                        lambda values, digits=digits: _mean_std_text(values, digits)
+                    )
+                )
+            if ref_cell is not None:
+                row.append(ref_cell(env_id))
+            rows.append(row)
+        body += ["", f"## {heading}", ""]
+        body += markdown_table(header, rows, align if ref_head else align[:-1])
+    header = ["Environment", *variant_heads, f"{REFERENCE_LABEL} runtime, min per 1M steps [A]"]
+    rows = [
+        [
+            env_id,
+            *(orb_text(env_id, variant) for variant in selection.variants),
+            ref_text(env_id, lambda ref: _fixed(ref.runtime_minutes, 3)),
+        ]
+        for env_id in selection.env_ids
+    ]
+    body += [
+        "",
+        "## openrlbenchmark-compatible minutes (as CleanRL's published runtime table)",
+        "",
+    ]
+    body += markdown_table(header, rows, align)
+
+    definitions = [
+        "**CleanRL SPS**: the run's last charts/SPS value, CleanRL's definition "
+        "int(global_step / seconds since start), a cumulative average that includes start-up and "
+        "the learning_starts random-action steps; steps per second.",
+        "**Steady training SPS**: each charts/steady_SPS point is the throughput over the steps "
+        "since the previous log point (every 100 steps, training steps only); the points in the "
+        "first 10% of the logged step range are left out as warm-up (always including the first "
+        "one), and the rest combine as total steps / total seconds (a step-weighted harmonic "
+        "mean); steps per second.",
+        "**Wall-clock minutes**: complete.json's elapsed_seconds / 60, the training job's own "
+        "time summed over all its sessions (time between a stop and its resume not counted).",
+        "**openrlbenchmark-compatible minutes**: charts/elapsed_seconds averaged over the seeds at "
+        "each logged step, then the mean of the last max(1, floor(10%)) of those rows, / 60 - how "
+        "openrlbenchmark turns W&B's _runtime into CleanRL's runtime table; it reads about 0.95x "
+        "the final wall-clock. One number per cell, not a mean ± std.",
+        "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
+        f"[A] {REFERENCE_LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
+        "are wall-clock MINUTES per 1,000,000-step run (openrlbenchmark's runtime, mean of 3 "
+        "seeds), not steps per second. Software: " + reference.PR424_SOFTWARE + ".",
+        f"[B] Implied SPS = 1e6 / (minutes x 60) from the {REFERENCE_LABEL} runtime. Because that "
+        "runtime reads about 0.95x the final wall-clock, the runs' true average throughput was "
+        "about 0.95x the implied figure. Compare it with CleanRL SPS only for runs of the same "
+        "length: our runs' step count is in the provenance table.",
+    ]
+    lines = provenance_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
+    lines += body + _footnote_block(definitions, notes)
+
+    csv_rows = []
+    for env_id in selection.env_ids:
+        for variant in selection.variants:
+            row: dict[str, Any] = {"env_id": env_id, "variant": variant}
+            row["n_seeds"] = len(cells["cleanrl_sps", env_id, variant].values)
+            row["seeds_requested"] = len(selection.seeds)
+            for name in metrics:
+                values = cells[name, env_id, variant].values
+                mean, std = stats.mean_std(values) if values else (math.nan, math.nan)
+                row[f"{name}_mean"], row[f"{name}_std"] = mean, std
+            minutes = orb_minutes[env_id, variant]
+            row["openrlbenchmark_minutes"] = math.nan if minutes is None else minutes
+            row["steps"] = _common_steps(runset.runs_of(variant, env_id))
+            csv_rows.append(row)
+        published = reference_of(env_id)
+        if published is not None:
+            csv_rows.append(
+                {
+                    "env_id": env_id,
+                    "variant": REFERENCE_LABEL,
+                    "n_seeds": len(reference.PR424_SEEDS),
+                    "seeds_requested": len(reference.PR424_SEEDS),
+                    "openrlbenchmark_minutes": published.runtime_minutes,
+                    "implied_sps": published.implied_sps,
+                    "steps": reference.PR424_STEPS,
+                }
+            )
+    columns = [
+        "env_id",
+        "variant",
+        "n_seeds",
+        "seeds_requested",
+        "steps",
+        *(f"{name}_{part}" for name in metrics for part in ("mean", "std")),
+        "openrlbenchmark_minutes",
+        "implied_sps",
+    ]
+    frame = pd.DataFrame(csv_rows, columns=columns)
+    ours = frame["variant"] != REFERENCE_LABEL
+    frame.loc[ours, "implied_sps"] = frame.loc[ours, "steps"] / (
+        frame.loc[ours, "openrlbenchmark_minutes"] * 60.0
+    )
+    return TableText(markdown="\n".join(lines) + "\n", csv=_csv_text(frame))
+
+
+def _common_steps(runs: Sequence[Run]) -> float:
+    steps = {run.summary_value("args", "total_timesteps") for run in runs}
+    steps.discard(None)
+    return float(steps.pop()) if len(steps) == 1 else math.nan
+
+
+# ---- returns -------------------------------------------------------------------------------------
+
+
+def returns_table(
+    runset: RunSet,
+    *,
+    last_episodes: int,
+    bootstrap_resamples: int,
+    bootstrap_seed: int,
+    allow_missing: bool,
+) -> TableText:
+    """results/sac.md and .csv: each run's mean of its last N episodic returns, summarised over
+    seeds per env and variant."""
+    if last_episodes < 1:
+        raise ValueError(f"last_episodes must be positive, got {last_episodes}")
+    selection = runset.selection
+    notes = Notes()
+    problems: dict[str, str] = {}
+    used: dict[RunKey, int] = {}
+
+    def metric(run: Run) -> float:
+        mean, count = last_episodes_mean(run, episodes=last_episodes)
+        used[run.key] = count
+        return mean
+
+    cells = {
+        (env_id, variant): _collect(runset, variant, env_id, metric, notes, problems)
+        for env_id in selection.env_ids
+        for variant in selection.variants
+    }
+    _raise_problems(problems, allow_missing)
+
+    header = ["Environment"]
+    for variant in selection.variants:
+        header += [f"`{variant}` return", f"`{variant}` 95% CI [C]", f"`{variant}` n"]
+    header.append(f"{REFERENCE_LABEL} return [A]")
+    rows = []
+    csv_rows = []
+    for env_id in selection.env_ids:
+        row = [env_id]
+        for variant in selection.variants:
+            cell = cells[env_id, variant]
+            short = [
+                (seed, used[RunKey(variant, env_id, seed)])
+                for seed in selection.seeds
+                if used.get(RunKey(variant, env_id, seed), last_episodes) < last_episodes
+            ]
+            marks = list(cell.marks)
+            if short:
+                counts = ", ".join(f"seed {seed}: {count}" for seed, count in short)
+                marks.append(
+                    notes.mark(
+                        f"{variant}/{env_id}: fewer than {last_episodes} finished episodes, the "
+                        f"mean uses all there are ({counts})"
+                    )
+                )
+            if cell.values:
+                low, high = stats.bootstrap_mean_ci(
+                    cell.values,
+                    resamples=bootstrap_resamples,
+                    rng=stats.seeded_rng(seed=bootstrap_seed, label=f"returns/{env_id}/{variant}"),
+                )
+                mean, std = stats.mean_std(cell.values)
+                row += [
+                    " ".join([f"{_fixed(mean, 2)} ± {_fixed(std, 2)}", *marks]),
+                    f"[{_fixed(low, 2)}, {_fixed(high, 2)}]",
+                    str(len(cell.values)),
+                ]
+            else:
+                mean = std = low = high = math.nan
+                row += [" ".join(["n/a", *marks]), "n/a", "0"]
+            csv_rows.append(
+                {
+                    "env_id": env_id,
+                    "variant": variant,
+                    "n_seeds": len(cell.values),
+                    "seeds_requested": len(selection.seeds),
+                    "steps": _common_steps(runset.runs_of(variant, env_id)),
+                    "return_mean": mean,
+                    "return_std": std,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "episodes_requested": last_episodes,
+                    "episodes_used_min": min(
+                        (used[k] for k in used if k.variant == variant and k.env_id == env_id),
+                        default=math.nan,
+                    ),
+                }
+            )
+        published = reference.PR424.get(env_id)
+        if published is None:
+            row.append(
+                "n/a " + notes.mark(f"{env_id} is not part of the {REFERENCE_LABEL} benchmark")
+            )
+        else:
+            row.append(f"{_fixed(published.return_mean, 2)} ± {_fixed(published.return_std, 2)}")
+            csv_rows.append(
+                {
+                    "env_id": env_id,
+                    "variant": REFERENCE_LABEL,
+                    "n_seeds": len(reference.PR424_SEEDS),
+                    "seeds_requested": len(reference.PR424_SEEDS),
+                    "steps": reference.PR424_STEPS,
+                    "return_mean": published.return_mean,
+                    "return_std": published.return_std,
+                    "episodes_requested": 100,
+                }
+            )
+        rows.append(row)
+    align = "l" + "rrr" * len(selection.variants) + "r"
+    lines = provenance_lines(runset, title="SAC episodic returns", command="returns")
+    lines += [
+        "",
+        f"## Training return: mean of each run's last {last_episodes} episodes, "
+        "mean ± std over seeds",
+        "",
+    ]
+    lines += markdown_table(header, rows, align)
+    definitions = [
+        f"**Return**: per run, the mean of its last {last_episodes} charts/episodic_return values "
+        "(undiscounted training-episode returns, stochastic policy, as logged while training; "
+        "a run with fewer finished episodes uses all it has, see the notes); then mean ± std "
+        "over seeds with ddof=0 (population), as openrlbenchmark.",
+        "**n**: seeds that contribute to the cell.",
+        f"[C] **95% CI**: percentile bootstrap of the mean over seeds, {bootstrap_resamples} "
+        f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant). "
+        "With 3 seeds it can take at most 10 distinct values: read it as a rough range.",
+        f"[A] {REFERENCE_LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
+        f"over seeds 1-3 after 1,000,000 steps. Software: {reference.PR424_SOFTWARE}. "
+        "Runs shorter than 1M steps are not comparable with it.",
+    ]
+    lines += _footnote_block(definitions, notes)
+    columns = [
+        "env_id",
+        "variant",
+        "n_seeds",
+        "seeds_requested",
+        "steps",
+        "return_mean",
+        "return_std",
+        "ci95_low",
+        "ci95_high",
+        "episodes_requested",
+        "episodes_used_min",
+    ]
+    frame = pd.DataFrame(csv_rows, columns=columns)
+    return TableText(markdown="\n".join(lines) + "\n", csv=_csv_text(frame))
+
+
+# ---- aggregate -----------------------------------------------------------------------------------
+
+
+def normalized_score(env_id: str, episodic_return: float) -> float:
+    """(return - random) / (pr-424 - random): 0 = uniform-random policy, 1 = CleanRL pr-424."""
+    random_return, published = reference.normalization_anchors(env_id)
+    return (episodic_return - random_return) / (published - random_return)
+
+
+def aggregate_table(
+    runset: RunSet,
+    *,
+    last_episodes: int,
+    bootstrap_resamples: int,
+    bootstrap_seed: int,
+    allow_missing: bool,
+) -> TableText:
+    """results/sac_aggregate.md and .csv: IQM and mean normalised score across tasks with
+    stratified bootstrap CIs, and the probability of improvement between variants."""
+    if bootstrap_resamples < stats.MIN_RESAMPLES:
+        raise ValueError(
+            f"bootstrap_resamples must be at least {stats.MIN_RESAMPLES}, got {bootstrap_resamples}"
+        )
+    selection = runset.selection
+    notes = Notes()
+    unknown = [env_id for env_id in selection.env_ids if env_id not in reference.RANDOM_RETURNS]
+    if unknown and not allow_missing:
+        raise ResultsInputError(
+            f"no normalisation anchors (pr-424 and random-policy returns) for {', '.join(unknown)};"
+            " the aggregate statistics cover only the benchmark's tasks"
+        )
+    tasks = [env_id for env_id in selection.env_ids if env_id not in unknown]
+    for env_id in unknown:
+        notes.mark(f"{env_id} left out: no normalisation anchors")
+    problems: dict[str, str] = {}
+
+    def metric(run: Run) -> float:
+        return normalized_score(run.key.env_id, last_episodes_mean(run, episodes=last_episodes)[0])
+
+    scores: dict[tuple[str, str], np.ndarray] = {}
+    for variant in selection.variants:
+        for env_id in tasks:
+            cell = _collect(runset, variant, env_id, metric, notes, problems)
+            scores[variant, env_id] = np.asarray(cell.values)
+    _raise_problems(problems, allow_missing)
+
+    rows, csv_rows = [], []
+    for variant in selection.variants:
+        present = [env_id for env_id in tasks if scores[variant, env_id].size]
+        if len(present) < len(tasks):
+            missing = ", ".join(env_id for env_id in tasks if env_id not in present)
+            mark = " " + notes.mark(f"`{variant}` has no usable run for {missing}")
+        else:
+            mark = ""
+        by_task = [scores[variant, env_id] for env_id in present]
+        runs = sum(task.size for task in by_task)
+        if not by_task:
+            rows.append([f"`{variant}`{mark}", "0", "0", "n/a", "n/a"])
+            continue
+        results = {}
+        for name, point, statistic in (
+            ("IQM", stats.pooled_iqm, stats.iqm_statistic),
+            ("mean", stats.mean_of_task_means, stats.mean_statistic),
+        ):
+            estimate = point(by_task)
+            low, high = stats.stratified_bootstrap_ci(
+                by_task,
+                statistic=statistic,
+                resamples=bootstrap_resamples,
+                rng=stats.seeded_rng(seed=bootstrap_seed, label=f"aggregate/{name}/{variant}"),
+            )
+            results[name] = f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
+            csv_rows.append(
+                {
+                    "statistic": name,
+                    "variant": variant,
+                    "versus": "",
+                    "value": estimate,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "n_tasks": len(by_task),
+                    "n_runs": runs,
+                }
+            )
+        rows.append(
+            [f"`{variant}`{mark}", str(len(by_task)), str(runs), results["IQM"], results["mean"]]
+        )
+    lines = provenance_lines(runset, title="SAC aggregate statistics", command="aggregate")
+    lines += ["", "## Normalised score across tasks [D]", ""]
+    lines += markdown_table(
+        [
+            "Variant",
+            "tasks",
+            "runs",
+            "IQM [95% CI] [E]",
+            "mean [95% CI] [E]",
+        ],
+        rows,
+        "lrrrr",
+    )
+    if len(selection.variants) >= 2:
+        pair_rows = []
+        for index, x in enumerate(selection.variants):
+            for y in selection.variants[index + 1 :]:
+                shared = [e for e in tasks if scores[x, e].size and scores[y, e].size]
+                if not shared:
+                    pair_rows.append([f"`{x}`", f"`{y}`", "0", "n/a"])
+                    continue
+                xs = [scores[x, e] for e in shared]
+                ys = [scores[y, e] for e in shared]
+                estimate = stats.probability_of_improvement(xs, ys)
+                low, high = stats.probability_of_improvement_ci(
+                    xs,
+                    ys,
+                    resamples=bootstrap_resamples,
+                    rng=stats.seeded_rng(seed=bootstrap_seed, label=f"improvement/{x}/{y}"),
+                )
+                pair_rows.append(
+                    [
+                        f"`{x}`",
+                        f"`{y}`",
+                        str(len(shared)),
+                        f"{estimate:.3f} [{low:.3f}, {high:.3f}]",
+                    ]
+                )
+                csv_rows.append(
+                    {
+                        "statistic": "probability_of_improvement",
+                        "variant": x,
+                        "versus": y,
+                        "value": estimate,
+                        "ci95_low": low,
+                        "ci95_high": high,
+                        "n_tasks": len(shared),
+                        "n_runs": sum(a.size + b.size for a, b in zip(xs, ys, strict=True)),
+                    }
+                )
+        lines += ["", "## Probability of improvement [F]", ""]
+        lines += markdown_table(["X", "Y", "tasks", "P(X > Y) [95% CI]"], pair_rows, "llrr")
+    anchors = ", ".join(
+        f"{env_id} {reference.RANDOM_RETURNS[env_id]:g} / {reference.PR424[env_id].return_mean:g}"
+        for env_id in tasks
+    )
+    definitions = [
+        f"[D] **Normalised score** of a run = (R - R_random) / (R_{REFERENCE_LABEL} - R_random), "
+        f"where R is the mean of the run's last {last_episodes} episodic returns, R_random the "
+        f"mean return of a uniform-random policy ({reference.RANDOM_EPISODES} episodes, seed "
+        f"{reference.RANDOM_SEED}, measured with `python -m sacbench.reference`) and "
+        f"R_{REFERENCE_LABEL} CleanRL's published final return: 0 = random, 1 = CleanRL pr-424 "
+        f"after 1M steps. Anchors (random / {REFERENCE_LABEL}): {anchors}.",
+        "[E] **IQM**: mean of the middle 50% of all runs' normalised scores pooled over tasks "
+        "(floor(n/4) dropped at each end; with 3 or fewer runs that is the plain mean). **mean**: "
+        "mean over tasks of each task's mean over seeds. 95% CIs: percentile intervals of a "
+        f"stratified bootstrap ({bootstrap_resamples} resamples, runs drawn with replacement "
+        f"within each task, seeded with ({bootstrap_seed}, statistic, variant)).",
+        "[F] **P(X > Y)**: for each task shared by X and Y, the probability that a run of X scores "
+        "higher than a run of Y (all seed pairs, ties count 1/2), averaged over tasks; the CI "
+        "resamples X's and Y's runs independently within each task. 0.5 = no difference.",
+    ]
+    lines += _footnote_block(definitions, notes)
+    frame = pd.DataFrame(
+        csv_rows,
+        columns=[
+            "statistic",
+            "variant",
+            "versus",
+            "value",
+            "ci95_low",
+            "ci95_high",
+            "n_tasks",
+            "n_runs",
+        ],
+    )
+    return TableText(markdown="\n".join(lines) + "\n", csv=_csv_text(frame))

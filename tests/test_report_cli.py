@@ -1,0 +1,165 @@
+"""The CLI the pipeline calls: extract, runtimes, returns, aggregate, plots."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+from synthetic_runs import (
+    GOLDEN_ENV_IDS,
+    GOLDEN_SEEDS,
+    GOLDEN_VARIANTS,
+    SyntheticRun,
+    write_golden_set,
+    write_run_dir,
+)
+
+from sacbench.report import main
+from sacbench.tables import read_extracted_csv
+
+
+@pytest.fixture(scope="module")
+def extracted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_golden_set(tmp_path_factory.mktemp("cli"))
+
+
+def selection_flags(extracted: Path) -> list[str]:
+    return [
+        "--extracted-dir", str(extracted),
+        "--variants", *GOLDEN_VARIANTS,
+        "--env-ids", *GOLDEN_ENV_IDS,
+        "--seeds", *map(str, GOLDEN_SEEDS),
+    ]  # fmt: skip
+
+
+def test_extract_writes_the_scalar_table_and_the_run_summary(tmp_path: Path) -> None:
+    run = SyntheticRun(resume_at=(1200,))
+    run_dir = write_run_dir(tmp_path / "run", run)
+    output = tmp_path / "out" / "1.csv"
+    completed = subprocess.run(
+        [sys.executable, "-m", "sacbench.report", "extract", "--run-dir", str(run_dir),
+         "--output", str(output)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    # Every float comes back bit for bit.
+    pdt.assert_frame_equal(read_extracted_csv(output), run.expected_frame())
+    summary = json.loads(output.with_suffix(".json").read_text())
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    complete = json.loads((run_dir / "complete.json").read_text())
+    assert {key: summary[key] for key in metadata} == metadata
+    assert {key: summary[key] for key in complete} == complete
+    assert len(summary["extraction"]["event_files"]) == 2
+    assert summary["extraction"]["scalar_points"] == len(run.expected_frame())
+    assert sorted(p.name for p in output.parent.iterdir()) == ["1.csv", "1.json"]  # no temp left
+
+
+def test_extract_errors_name_the_file_and_keep_good_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_dir = write_run_dir(tmp_path / "run", SyntheticRun())
+    output = tmp_path / "1.csv"
+    assert main(["extract", "--run-dir", str(run_dir), "--output", str(output)]) == 0
+    good = output.read_text()
+    (run_dir / "complete.json").unlink()
+    assert main(["extract", "--run-dir", str(run_dir), "--output", str(output)]) == 1
+    assert f"{run_dir / 'complete.json'} not found" in capsys.readouterr().err
+    (run_dir / "complete.json").write_text(json.dumps(SyntheticRun().complete()))
+    event_file = next(run_dir.glob("*tfevents*"))
+    event_file.write_bytes(event_file.read_bytes()[:-3])
+    assert main(["extract", "--run-dir", str(run_dir), "--output", str(output)]) == 1
+    assert f"{event_file}: truncated record" in capsys.readouterr().err
+    assert output.read_text() == good
+
+
+def test_extract_with_tensorboards_accumulator_gives_the_same_csv(tmp_path: Path) -> None:
+    run_dir = write_run_dir(tmp_path / "run", SyntheticRun(resume_at=(900,)))
+    for reader in ("records", "event-accumulator"):
+        out = tmp_path / reader / "1.csv"
+        assert (
+            main(["extract", "--run-dir", str(run_dir), "--output", str(out), "--reader", reader])
+            == 0
+        )
+    assert (tmp_path / "records" / "1.csv").read_text() == (
+        tmp_path / "event-accumulator" / "1.csv"
+    ).read_text()
+
+
+def test_table_commands_write_markdown_and_csv(extracted: Path, tmp_path: Path) -> None:
+    flags = selection_flags(extracted)
+    for command, stem in (
+        ("runtimes", "sac_runtimes"),
+        ("returns", "sac"),
+        ("aggregate", "sac_aggregate"),
+    ):
+        md, csv = tmp_path / f"{stem}.md", tmp_path / f"{stem}.csv"
+        assert main([command, *flags, "--md", str(md), "--csv", str(csv)]) == 0
+        golden = Path(__file__).parent / "golden"
+        assert md.read_text() == (golden / f"{stem}.md").read_text()
+        assert csv.read_text() == (golden / f"{stem}.csv").read_text()
+
+
+def test_plots_command_writes_png_and_svg(extracted: Path, tmp_path: Path) -> None:
+    out = tmp_path / "plots"
+    assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(
+        f"{stem}.{ext}" for stem in ("sac", "sac-time", "sac-sps") for ext in ("png", "svg")
+    )
+    assert (out / "sac.png").read_bytes().startswith(b"\x89PNG")
+    first = (out / "sac.svg").read_bytes()
+    assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
+    assert (out / "sac.svg").read_bytes() == first  # reruns are byte-identical
+
+
+def test_a_failed_table_never_replaces_a_good_one(
+    extracted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    md, csv = tmp_path / "sac.md", tmp_path / "sac.csv"
+    flags = selection_flags(extracted)
+    assert main(["returns", *flags, "--md", str(md), "--csv", str(csv)]) == 0
+    good = md.read_text(), csv.read_text()
+    more_seeds = [*flags, "4"]  # a seed no variant has
+    assert main(["returns", *more_seeds, "--md", str(md), "--csv", str(csv)]) == 1
+    error = capsys.readouterr().err
+    assert "fast/Hopper-v4/seed 4" in error and "4.csv not found" in error
+    assert (md.read_text(), csv.read_text()) == good
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sac.csv", "sac.md"]
+
+
+def test_allow_missing_turns_missing_seeds_into_footnotes(extracted: Path, tmp_path: Path) -> None:
+    md, csv = tmp_path / "sac_runtimes.md", tmp_path / "sac_runtimes.csv"
+    flags = [*selection_flags(extracted), "4", "--allow-missing"]
+    assert main(["runtimes", *flags, "--md", str(md), "--csv", str(csv)]) == 0
+    assert "3 of 4 requested seeds" in md.read_text()
+    table = pd.read_csv(csv)
+    assert set(table[table.variant != "pr-424"].n_seeds) == {3}
+    assert set(table[table.variant != "pr-424"].seeds_requested) == {4}
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--bootstrap-resamples", "100"], "at least 2000"),
+        (["--last-episodes", "0"], "--last-episodes must be positive"),
+    ],
+)
+def test_bad_arguments_are_rejected_before_any_work(
+    extracted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments, message
+) -> None:
+    md = tmp_path / "sac.md"
+    assert main(["returns", *selection_flags(extracted), "--md", str(md), "--csv",
+                 str(tmp_path / "sac.csv"), *arguments]) == 1  # fmt: skip
+    assert message in capsys.readouterr().err
+    assert not md.exists()
+
+
+def test_wrong_output_suffix_is_rejected(extracted: Path, tmp_path: Path, capsys) -> None:
+    assert main(["runtimes", *selection_flags(extracted), "--md", str(tmp_path / "x.txt"),
+                 "--csv", str(tmp_path / "x.csv")]) == 1  # fmt: skip
+    assert "--md must end in .md" in capsys.readouterr().err

@@ -1,0 +1,255 @@
+"""Golden tests: tables rendered from fixed synthetic runs equal the stored markdown.
+
+Regenerate the stored files after an intended change with
+``SACBENCH_UPDATE_GOLDEN=1 python -m pytest tests/test_tables.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synthetic_runs import (
+    GOLDEN_ENV_IDS,
+    GOLDEN_SEEDS,
+    GOLDEN_VARIANTS,
+    SyntheticRun,
+    golden_run,
+    write_extracted,
+    write_golden_set,
+)
+from tensorboard.backend.event_processing import event_accumulator
+
+from sacbench import reference
+from sacbench.tables import (
+    ResultsInputError,
+    RunSet,
+    Selection,
+    aggregate_table,
+    load_runs,
+    returns_table,
+    runtimes_table,
+    steady_sps,
+)
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+SELECTION = Selection(variants=GOLDEN_VARIANTS, env_ids=GOLDEN_ENV_IDS, seeds=GOLDEN_SEEDS)
+
+
+@pytest.fixture(scope="module")
+def golden_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("golden")
+    write_golden_set(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def runset(golden_root: Path) -> RunSet:
+    return load_runs(
+        extracted_dir=golden_root / "extracted", selection=SELECTION, allow_missing=False
+    )
+
+
+def assert_golden(name: str, text: str) -> None:
+    path = GOLDEN_DIR / name
+    if os.environ.get("SACBENCH_UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert path.is_file(), f"{path} missing; run with SACBENCH_UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text()
+
+
+def test_runtimes_golden(runset: RunSet) -> None:
+    table = runtimes_table(runset, allow_missing=False)
+    assert_golden("sac_runtimes.md", table.markdown)
+    assert_golden("sac_runtimes.csv", table.csv)
+
+
+def test_returns_golden(runset: RunSet) -> None:
+    table = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    )
+    assert_golden("sac.md", table.markdown)
+    assert_golden("sac.csv", table.csv)
+
+
+def test_aggregate_golden(runset: RunSet) -> None:
+    table = aggregate_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    )
+    assert_golden("sac_aggregate.md", table.markdown)
+    assert_golden("sac_aggregate.csv", table.csv)
+
+
+def _raw_scalars(run_dir: Path, tag: str) -> list[float]:
+    """Values of ``tag`` straight from the event files with TensorBoard's accumulator."""
+    values: dict[int, float] = {}
+    for path in sorted(run_dir.glob("*tfevents*")):
+        accumulator = event_accumulator.EventAccumulator(
+            str(path), size_guidance={event_accumulator.SCALARS: 0}
+        )
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            values.update({event.step: event.value for event in accumulator.Scalars(tag)})
+    return [values[step] for step in sorted(values)]
+
+
+def _row(markdown: str, section: str, env_id: str) -> list[str]:
+    block = markdown.split(section, 1)[1]
+    line = next(line for line in block.splitlines() if line.startswith(f"| {env_id} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_a_return_cell_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
+    per_seed = []
+    for seed in GOLDEN_SEEDS:
+        returns = _raw_scalars(
+            golden_root / "runs" / "reference" / "HalfCheetah-v4" / str(seed),
+            "charts/episodic_return",
+        )
+        per_seed.append(np.mean(returns[-100:]))
+    expected = f"{np.mean(per_seed):,.2f} ± {np.std(per_seed):,.2f}"
+    markdown = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    ).markdown
+    row = _row(markdown, "## Training return", "HalfCheetah-v4")
+    # Columns: env, then (return, CI, n) per variant, then pr-424.
+    assert row[4].split(" [")[0] == expected
+    assert row[6] == "3"
+    published = reference.PR424["HalfCheetah-v4"]
+    assert row[7] == f"{published.return_mean:,.2f} ± {published.return_std:,.2f}"
+
+
+def test_sps_cells_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
+    final, steady = [], []
+    for seed in GOLDEN_SEEDS:
+        run_dir = golden_root / "runs" / "fast" / "Hopper-v4" / str(seed)
+        final.append(_raw_scalars(run_dir, "charts/SPS")[-1])
+        steady.append(200.0 + seed)  # the synthetic runs train at 200 + seed steps/s
+    markdown = runtimes_table(runset, allow_missing=False).markdown
+    assert _row(markdown, "## CleanRL SPS", "Hopper-v4")[1] == (
+        f"{np.mean(final):,.1f} ± {np.std(final):,.1f}"
+    )
+    assert _row(markdown, "## Steady training SPS", "Hopper-v4")[1] == (
+        f"{np.mean(steady):,.1f} ± {np.std(steady):,.1f}"
+    )
+
+
+def test_steady_sps_excludes_warm_up_and_weighs_windows_by_steps(runset: RunSet) -> None:
+    # Its first window includes the 4x faster random-action phase; steady SPS must not see it.
+    for seed in GOLDEN_SEEDS:
+        run = runset.runs[next(key for key in runset.runs if key.seed == seed)]
+        assert steady_sps(run) == pytest.approx(
+            golden_run("fast", "Hopper-v4", seed).training_sps + seed
+        )
+
+
+def test_openrlbenchmark_minutes_average_the_last_tenth_of_seed_means(runset: RunSet) -> None:
+    runs = [golden_run("reference", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
+    steps = [*runs[0].log_steps(), runs[0].total_timesteps - 1]
+    by_step = [
+        np.mean([float(np.float32(run.elapsed_seconds(step))) for run in runs]) for step in steps
+    ]
+    tail = max(1, len(by_step) // 10)
+    expected = np.mean(by_step[-tail:]) / 60.0
+    csv = runtimes_table(runset, allow_missing=False).csv
+    line = next(line for line in csv.splitlines() if line.startswith("Hopper-v4,reference,"))
+    header = csv.splitlines()[0].split(",")
+    assert float(line.split(",")[header.index("openrlbenchmark_minutes")]) == pytest.approx(
+        expected, rel=1e-12
+    )
+
+
+# ---- missing and broken input --------------------------------------------------------------------
+
+
+@pytest.fixture()
+def damaged_root(golden_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The golden set with fast/Hopper-v4 seed 3 and all of reference/Hopper-v4 missing, and
+    reference/HalfCheetah-v4 seed 1 replaced by a run that logged neither charts/SPS nor any
+    episode. Returned as a relative path (the cwd is tmp_path), as the pipeline passes it, so
+    the messages in the golden files do not depend on where the test runs."""
+    monkeypatch.chdir(tmp_path)
+    extracted = Path("extracted")
+    shutil.copytree(golden_root / "extracted", extracted)
+    (extracted / "fast" / "Hopper-v4" / "3.csv").unlink()
+    shutil.rmtree(extracted / "reference" / "Hopper-v4")
+    broken = SyntheticRun(env_id="HalfCheetah-v4", seed=1, write_sps=False, write_episodes=False)
+    write_extracted(extracted, Path("runs"), broken, variant="reference")
+    return extracted
+
+
+def test_missing_seed_is_an_error_naming_the_file(damaged_root: Path) -> None:
+    with pytest.raises(ResultsInputError, match=r"fast/Hopper-v4/seed 3: .*3\.csv not found"):
+        load_runs(extracted_dir=damaged_root, selection=SELECTION, allow_missing=False)
+
+
+def test_run_without_sps_or_episodes_is_an_error_naming_the_run(damaged_root: Path) -> None:
+    selection = Selection(variants=("reference",), env_ids=("HalfCheetah-v4",), seeds=GOLDEN_SEEDS)
+    runset = load_runs(extracted_dir=damaged_root, selection=selection, allow_missing=False)
+    with pytest.raises(ResultsInputError, match=r"reference/HalfCheetah-v4/seed 1: no charts/SPS"):
+        runtimes_table(runset, allow_missing=False)
+    with pytest.raises(ResultsInputError, match=r"seed 1: no finished episode"):
+        returns_table(
+            runset,
+            last_episodes=100,
+            bootstrap_resamples=2000,
+            bootstrap_seed=0,
+            allow_missing=False,
+        )
+
+
+def test_allow_missing_renders_n_a_cells_with_footnotes(damaged_root: Path) -> None:
+    runset = load_runs(extracted_dir=damaged_root, selection=SELECTION, allow_missing=True)
+    runtimes = runtimes_table(runset, allow_missing=True)
+    returns = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=True
+    )
+    aggregate = aggregate_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=True
+    )
+    assert_golden("sac_runtimes_allow_missing.md", runtimes.markdown)
+    assert_golden("sac_allow_missing.md", returns.markdown)
+    assert "2 of 3 requested seeds" in runtimes.markdown
+    assert "no charts/SPS values" in runtimes.markdown
+    assert "no finished episode" in returns.markdown
+    assert "no finished episode" in aggregate.markdown
+    row = _row(runtimes.markdown, "## CleanRL SPS", "Hopper-v4")
+    assert row[1].startswith("179.0 ± 0.0 [")  # two seeds, with footnote marks
+    assert row[2].startswith("n/a [")  # no seed at all
+    assert _row(returns.markdown, "## Training return", "Hopper-v4")[4].startswith("n/a [")
+
+
+def test_mislabelled_summary_is_rejected(golden_root: Path, tmp_path: Path) -> None:
+    extracted = tmp_path / "extracted"
+    shutil.copytree(golden_root / "extracted", extracted)
+    source = extracted / "fast" / "Hopper-v4" / "1.json"
+    shutil.copy(source, extracted / "fast" / "Hopper-v4" / "2.json")
+    with pytest.raises(ResultsInputError, match=r"2\.json: the run summary says .*seed=1"):
+        load_runs(extracted_dir=extracted, selection=SELECTION, allow_missing=False)
+
+
+def test_unreadable_csv_is_an_error_naming_it(golden_root: Path, tmp_path: Path) -> None:
+    extracted = tmp_path / "extracted"
+    shutil.copytree(golden_root / "extracted", extracted)
+    bad = extracted / "reference" / "Hopper-v4" / "2.csv"
+    bad.write_text("step,value\n1,2\n")
+    with pytest.raises(ResultsInputError, match=rf"{bad}: columns are"):
+        load_runs(extracted_dir=extracted, selection=SELECTION, allow_missing=False)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("variants", (), "variants must not be empty"),
+        ("seeds", (1, 1), "seeds lists 1 more than once"),
+        ("variants", ("pr-424",), "reserved"),
+    ],
+)
+def test_selection_rejects_bad_arguments(field: str, value: tuple, message: str) -> None:
+    arguments = {"variants": ("fast",), "env_ids": ("Hopper-v4",), "seeds": (1,)}
+    arguments[field] = value
+    with pytest.raises(ValueError, match=message):
+        Selection(**arguments)
