@@ -72,7 +72,12 @@ def test_env_python_matches_the_project(env_file: Path):
 
 
 def imported_modules(module: str, seen: set[str] | None = None) -> set[str]:
-    """Top-level third-party modules imported by `module` and the sacbench modules it imports."""
+    """Top-level third-party modules that `module` and the sacbench modules it uses import.
+
+    sacbench modules are followed wherever they are imported (a CLI may import a submodule
+    lazily); third-party imports count at module level only, since one inside a function (a
+    maintenance tool's) or under `try/except ImportError` (a speed-up) is not needed to run.
+    """
     seen = set() if seen is None else seen
     if module in seen:
         return set()
@@ -80,8 +85,22 @@ def imported_modules(module: str, seen: set[str] | None = None) -> set[str]:
     path = REPO / (module.replace(".", "/") + ".py")
     if not path.exists():
         path = REPO / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text())
+    optional = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Try)
+        and any(
+            isinstance(handler.type, ast.Name)
+            and handler.type.id in ("ImportError", "ModuleNotFoundError")
+            for handler in node.handlers
+        )
+        for statement in node.body
+        for inner in ast.walk(statement)
+    }
+    module_level = {id(node) for node in tree.body}
     third_party: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -95,7 +114,12 @@ def imported_modules(module: str, seen: set[str] | None = None) -> set[str]:
                 package = REPO / name.replace(".", "/") / "__init__.py"
                 if candidate.exists() or package.exists():
                     third_party |= imported_modules(name, seen)
-            elif top not in sys.stdlib_module_names and top != "__future__":
+            elif (
+                top not in sys.stdlib_module_names
+                and top != "__future__"
+                and id(node) in module_level
+                and id(node) not in optional
+            ):
                 third_party.add(top)
     return third_party
 
