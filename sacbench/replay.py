@@ -129,11 +129,14 @@ class ReplayBuffer:
                     f"replay buffer chunk {directory / name} has shape {rows.shape}, "
                     f"expected {(end - first, self.row_width)}"
                 )
-            for start in range(first, end, self.capacity):
-                stop = min(end, start + self.capacity)
+            # Copy in contiguous runs of ring positions (a chunk may wrap around the ring).
+            start = first
+            while start < end:
+                position = start % self.capacity
+                stop = min(end, start + self.capacity - position)
                 block = torch.from_numpy(rows[start - first : stop - first])
-                positions = torch.arange(start, stop) % self.capacity
-                self.storage[positions.to(self.storage.device)] = block.to(self.storage.device)
+                self.storage[position : position + stop - start].copy_(block)
+                start = stop
         self.added = added
         if names and parse_chunk_name(names[-1])[1] != added:
             raise CheckpointError(
