@@ -1,13 +1,23 @@
 """The fast update path: the same SAC mathematics as the reference path, computed with less work.
 
-What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner), and why:
+What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner), and why
+(docs/performance.md has the measurement behind each choice):
 - both critics (and both targets) are one ensemble whose weights are stacked along a leading
-  member axis, so each layer is one batched matrix multiply and one backward pass;
-- the actor loss reads the critics through detached weights: CleanRL computes gradients of the
-  critic weights there that no optimizer uses;
+  member axis, so each hidden layer is one batched matrix multiply and one backward pass;
+- the critics' output layer (256 -> 1) is a multiply and a sum: as a batched matrix multiply
+  with one output column it runs several times slower than the arithmetic needs;
+- the actor loss reads the critics through detached weights (CleanRL computes gradients of the
+  critic weights there that no optimizer uses), and feeds the observation part and the action
+  part of the critics' first layer separately, so backward computes an input gradient for the
+  actions only instead of for the whole concatenated input;
 - the log-probability of the squashed Gaussian is written out (no Distribution object) from the
   same standard-normal draw, so the random stream is consumed exactly as in the reference path;
-- Adam runs fused (one kernel per optimizer instead of one per parameter);
+- gradients come from torch.autograd.grad (no .grad buffers to zero) and go straight into the
+  fused Adam kernel, skipping torch.optim's per-call bookkeeping; the temperature's gradient is
+  written out (d/dlog_alpha of -exp(log_alpha) * c is the loss itself), so it needs no graph;
+- with policy_frequency > 1, the forward pass of the updated actor that the alpha loss needs is
+  recorded with autograd and is also the forward pass of the next actor update (the actor's
+  weights do not change in between), saving one actor forward per extra actor update;
 - the target update is one in-place lerp over all target tensors;
 - alpha stays a tensor on the device: no .item() host sync inside the update.
 """
@@ -31,6 +41,7 @@ from sacbench.train import (
     actor_loss_fn,
     alpha_loss_fn,
     soft_q_target,
+    squash_log_std,
 )
 
 HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -39,11 +50,13 @@ HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 class EnsembleCritic(nn.Module):
     """`members` Q-networks (concat -> 256 -> ReLU -> 256 -> ReLU -> 1) evaluated together.
 
-    forward returns Q-values shaped [members, B].
+    Weights are stored [members, in, out] and biases [members, 1, out]; forward returns Q-values
+    shaped [members, B].
     """
 
     def __init__(self, *, obs_dim: int, action_dim: int, members: int = 2, hidden: int = 256):
         super().__init__()
+        self.obs_dim = obs_dim
         sizes = [(obs_dim + action_dim, hidden), (hidden, hidden), (hidden, 1)]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -60,17 +73,24 @@ class EnsembleCritic(nn.Module):
     def forward(
         self, observations: torch.Tensor, actions: torch.Tensor, *, detach_weights: bool = False
     ) -> torch.Tensor:
-        x = torch.cat([observations, actions], dim=1)
-        members = self.weights[0].shape[0]
-        h = x.unsqueeze(0).expand(members, *x.shape)
-        last = len(self.weights) - 1
-        for index, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            if detach_weights:
-                weight, bias = weight.detach(), bias.detach()
-            h = torch.baddbmm(bias, h, weight)
-            if index < last:
-                h = F.relu(h)
-        return h.squeeze(-1)
+        (w1, w2, w3), (b1, b2, b3) = list(self.weights), list(self.biases)
+        if detach_weights:
+            w1, w2, w3, b1, b2, b3 = (t.detach() for t in (w1, w2, w3, b1, b2, b3))
+        members = w1.shape[0]
+        batch = observations.shape[0]
+        if actions.requires_grad:
+            # Two products instead of one on the concatenated input: backward then needs the
+            # input gradient of the action part only ([B, action_dim], not [B, obs+action]).
+            h = torch.baddbmm(
+                b1, observations.expand(members, *observations.shape), w1[:, : self.obs_dim]
+            )
+            h = torch.baddbmm(h, actions.expand(members, *actions.shape), w1[:, self.obs_dim :])
+        else:
+            x = torch.cat([observations, actions], dim=1)
+            h = torch.baddbmm(b1, x.expand(members, *x.shape), w1)
+        h = torch.baddbmm(b2, h.relu_(), w2).relu_()
+        # Output layer as multiply + sum: a batched product with one output column is slow.
+        return (h * w3.transpose(1, 2)).sum(-1) + b3.view(members, 1).expand(members, batch)
 
     @torch.no_grad()
     def load_from_pair(self, first: nn.Module, second: nn.Module) -> None:
@@ -82,18 +102,36 @@ class EnsembleCritic(nn.Module):
                 self.biases[layer_index][member].copy_(linear.bias[None, :])
 
 
-def sample_action_fast(
-    actor: Actor, observations: torch.Tensor
+def policy_outputs(actor: Actor, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, log_std) - sacbench.train.Actor.forward with its activations computed in place."""
+    x = F.linear(observations, actor.fc1.weight, actor.fc1.bias).relu_()
+    x = F.linear(x, actor.fc2.weight, actor.fc2.bias).relu_()
+    mean = F.linear(x, actor.fc_mean.weight, actor.fc_mean.bias)
+    return mean, squash_log_std(F.linear(x, actor.fc_logstd.weight, actor.fc_logstd.bias))
+
+
+def squashed_sample(
+    actor: Actor, mean: torch.Tensor, log_std: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action, log_prob [B, 1]) - the same draw and value as sacbench.train.sample_action."""
-    mean, log_std = actor(observations)
+    """(action, log_prob [B, 1]) from one standard-normal draw shaped like `mean`.
+
+    The same draw and value as sacbench.train.sample_action: x = mean + std * noise, and
+    log N(x; mean, std) = -noise^2 / 2 - log_std - log(2 pi) / 2, minus the tanh correction.
+    """
     noise = torch.randn_like(mean)
-    x_t = mean + noise * log_std.exp()
-    y_t = torch.tanh(x_t)
+    y_t = torch.tanh(mean + noise * log_std.exp())
     action = y_t * actor.action_scale + actor.action_bias
     log_prob = -0.5 * noise.pow(2) - log_std - HALF_LOG_2PI
     log_prob = log_prob - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
     return action, log_prob.sum(1, keepdim=True)
+
+
+def sample_action_fast(
+    actor: Actor, observations: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(action, log_prob [B, 1]) - the same draw and value as sacbench.train.sample_action."""
+    mean, log_std = policy_outputs(actor, observations)
+    return squashed_sample(actor, mean, log_std)
 
 
 def critic_step_losses(
@@ -132,15 +170,68 @@ def critic_step_losses(
 
 
 def actor_step_loss(
-    *, actor: Actor, critic: EnsembleCritic, observations: torch.Tensor, alpha: torch.Tensor | float
+    *,
+    actor: Actor,
+    critic: EnsembleCritic,
+    observations: torch.Tensor,
+    mean: torch.Tensor,
+    log_std: torch.Tensor,
+    alpha: torch.Tensor | float,
 ) -> torch.Tensor:
-    pi, log_pi = sample_action_fast(actor, observations)
+    """The actor loss, given the actor's (mean, log_std) on `observations` (with their graph)."""
+    pi, log_pi = squashed_sample(actor, mean, log_std)
     min_q_pi = critic(observations, pi, detach_weights=True).min(dim=0).values
     return actor_loss_fn(alpha=alpha, log_pi=log_pi, min_q_pi=min_q_pi.view(-1, 1))
 
 
 def _adam(parameters: list[torch.Tensor], *, lr: float) -> torch.optim.Adam:
-    return torch.optim.Adam(parameters, lr=lr, fused=True)
+    """torch's Adam (defaults) with its state created up front, for adam_step to advance."""
+    optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
+    _create_missing_adam_state(optimizer)
+    return optimizer
+
+
+def _create_missing_adam_state(optimizer: torch.optim.Adam) -> None:
+    """The state torch.optim.Adam(fused=True) creates on a parameter's first step."""
+    for parameter in optimizer.param_groups[0]["params"]:
+        if not optimizer.state[parameter]:
+            optimizer.state[parameter] = {
+                "step": torch.zeros((), dtype=torch.float32, device=parameter.device),
+                "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+                "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
+            }
+
+
+@torch.no_grad()
+def adam_step(optimizer: torch.optim.Adam, gradients: tuple[torch.Tensor, ...]) -> None:
+    """What optimizer.step() computes with fused=True, for gradients handed over directly.
+
+    Calls the fused kernel itself: Optimizer.step's per-call bookkeeping (hooks, grouping by
+    device, reading .grad) costs more than the kernel for networks this small.
+    """
+    (group,) = optimizer.param_groups
+    parameters = group["params"]
+    states = [optimizer.state[parameter] for parameter in parameters]
+    steps = [state["step"] for state in states]
+    torch._foreach_add_(steps, 1)
+    beta1, beta2 = group["betas"]
+    torch._fused_adam_(
+        parameters,
+        list(gradients),
+        [state["exp_avg"] for state in states],
+        [state["exp_avg_sq"] for state in states],
+        [],
+        steps,
+        amsgrad=False,
+        lr=group["lr"],
+        beta1=beta1,
+        beta2=beta2,
+        weight_decay=group["weight_decay"],
+        eps=group["eps"],
+        maximize=False,
+        grad_scale=None,
+        found_inf=None,
+    )
 
 
 class FastLearner:
@@ -163,8 +254,11 @@ class FastLearner:
         self.target_critic = EnsembleCritic(obs_dim=obs_dim, action_dim=action_dim).to(device)
         self.target_critic.load_state_dict(self.critic.state_dict())
         self.target_critic.requires_grad_(False)
-        self.q_optimizer = _adam(list(self.critic.parameters()), lr=args.q_lr)
-        self.actor_optimizer = _adam(list(self.actor.parameters()), lr=args.policy_lr)
+        self._critic_parameters = list(self.critic.parameters())
+        self._target_parameters = list(self.target_critic.parameters())
+        self._actor_parameters = list(self.actor.parameters())
+        self.q_optimizer = _adam(self._critic_parameters, lr=args.q_lr)
+        self.actor_optimizer = _adam(self._actor_parameters, lr=args.policy_lr)
         self.target_entropy = -float(action_dim)
         self.log_alpha = torch.zeros(1, requires_grad=True, device=device)
         self.alpha_optimizer = _adam([self.log_alpha], lr=args.q_lr)
@@ -175,6 +269,11 @@ class FastLearner:
         self._critic_losses = critic_step_losses
         self._actor_loss = actor_step_loss
         if args.compile:
+            # Inductor's own random kernels would draw other numbers than eager mode; falling
+            # back to eager randn keeps the random stream, and so the run, identical.
+            from torch._inductor import config as inductor_config
+
+            inductor_config.fallback_random = True
             mode = "reduce-overhead" if args.cudagraphs and device.type == "cuda" else None
             self._critic_losses = torch.compile(critic_step_losses, mode=mode)
             self._actor_loss = torch.compile(actor_step_loss, mode=mode)
@@ -217,39 +316,48 @@ class FastLearner:
             alpha=self.alpha,
             gamma=args.gamma,
         )
-        self.q_optimizer.zero_grad(set_to_none=True)
-        qf_loss.backward()
-        self.q_optimizer.step()
+        adam_step(self.q_optimizer, torch.autograd.grad(qf_loss, self._critic_parameters))
         self.last["critic_metrics"] = metrics
 
-        for _ in range(schedule.actor_updates):
+        observations = batch.observations
+        policy: tuple[torch.Tensor, torch.Tensor] | None = None
+        for actor_update in range(schedule.actor_updates):
+            mean, log_std = (
+                policy if policy is not None else policy_outputs(self.actor, observations)
+            )
             actor_loss = self._actor_loss(
                 actor=self.actor,
                 critic=self.critic,
-                observations=batch.observations,
+                observations=observations,
+                mean=mean,
+                log_std=log_std,
                 alpha=self.alpha,
             )
-            self.actor_optimizer.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            self.actor_optimizer.step()
+            adam_step(self.actor_optimizer, torch.autograd.grad(actor_loss, self._actor_parameters))
             self.last["actor_loss"] = actor_loss.detach()
+            policy = None
             if args.autotune:
+                # The alpha loss needs the updated actor's output on these observations; unless
+                # this was the last actor update, the next one starts from the same output, so
+                # record its graph once here.
+                another_follows = actor_update + 1 < schedule.actor_updates
+                with torch.set_grad_enabled(another_follows):
+                    mean, log_std = policy_outputs(self.actor, observations)
+                if another_follows:
+                    policy = (mean, log_std)
                 with torch.no_grad():
-                    _, log_pi = sample_action_fast(self.actor, batch.observations)
-                alpha_loss = alpha_loss_fn(
-                    log_alpha=self.log_alpha, log_pi=log_pi, target_entropy=self.target_entropy
-                )
-                self.alpha_optimizer.zero_grad(set_to_none=True)
-                alpha_loss.backward()
-                self.alpha_optimizer.step()
-                self.alpha = self.log_alpha.detach().exp()
-                self.last["alpha_loss"] = alpha_loss.detach()
+                    _, log_pi = squashed_sample(self.actor, mean.detach(), log_std.detach())
+                    alpha_loss = alpha_loss_fn(
+                        log_alpha=self.log_alpha, log_pi=log_pi, target_entropy=self.target_entropy
+                    )
+                    # d/dlog_alpha of mean(-exp(log_alpha) * c) is that same mean: the loss.
+                    adam_step(self.alpha_optimizer, (alpha_loss.reshape(1),))
+                    self.alpha = self.log_alpha.detach().exp()
+                self.last["alpha_loss"] = alpha_loss
 
         if schedule.target_update:
             with torch.no_grad():
-                torch._foreach_lerp_(
-                    list(self.target_critic.parameters()), list(self.critic.parameters()), args.tau
-                )
+                torch._foreach_lerp_(self._target_parameters, self._critic_parameters, args.tau)
         return self.metrics()
 
     def metrics(self) -> dict[str, torch.Tensor]:
@@ -282,9 +390,10 @@ class FastLearner:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         for name in ("actor", "critic", "target_critic"):
             getattr(self, name).load_state_dict(state[name])
-        self.q_optimizer.load_state_dict(state["q_optimizer"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
+        for name in ("q_optimizer", "actor_optimizer", "alpha_optimizer"):
+            optimizer = getattr(self, name)
+            optimizer.load_state_dict(state[name])
+            _create_missing_adam_state(optimizer)  # a state saved before the first step
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         alpha = state["alpha"]

@@ -1,0 +1,222 @@
+"""Update throughput of the reference and fast SAC update paths, in one process, on one thread.
+
+Both learners start from the same networks (FastLearner.from_reference), see the same batches in
+the same order (sampled from one ReplayBuffer filled with random transitions of the task's shape)
+and run in alternating rounds, so a change in machine load hits both alike. Each round times
+`--updates` consecutive updates of each learner, with CleanRL's schedule (policy_frequency 2: an
+actor and an alpha update pair twice every other step). The ratio is the median over rounds of
+the per-round ratio fast / reference.
+
+    python benchmarks/update_throughput.py                      # HalfCheetah-v4 and Humanoid-v4
+    python benchmarks/update_throughput.py --compile            # add a torch.compile column
+    python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
+
+Wall time is what a run experiences; CPU time (the thread's own) is less disturbed by other
+processes on a shared machine, so both are printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+from tabulate import tabulate
+
+from sacbench.args import Args
+from sacbench.envs import make_env
+from sacbench.fast import FastLearner
+from sacbench.replay import Batch, ReplayBuffer
+from sacbench.train import Learner, ReferenceLearner, update_schedule
+
+LEARNING_STARTS = 5_000
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Humanoid-v4"])
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--policy-frequency", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7, help="alternating timed rounds")
+    parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed updates per learner")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--compile", action="store_true", help="also time the fast path compiled")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "policy_frequency", "rounds", "updates", "threads"):
+        if getattr(args, name) <= 0:
+            parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
+    if args.warmup < 0:
+        parser.error(f"--warmup must be non-negative, got {args.warmup}")
+    return args
+
+
+def random_batches(
+    *, env_id: str, count: int, batch_size: int, seed: int
+) -> tuple[list[Batch], np.ndarray, np.ndarray]:
+    """`count` batches sampled from a buffer of random transitions shaped like `env_id`'s."""
+    env = make_env(env_id, seed=seed)
+    low, high = env.action_space.low, env.action_space.high
+    obs_dim = int(np.prod(env.observation_space.shape))
+    env.close()
+    rng = np.random.default_rng(seed)
+    capacity = 20 * batch_size
+    buffer = ReplayBuffer(
+        capacity=capacity, obs_dim=obs_dim, action_dim=len(low), seed=seed, device="cpu"
+    )
+    for _ in range(capacity):
+        buffer.add(
+            observation=rng.standard_normal(obs_dim).astype(np.float32),
+            next_observation=rng.standard_normal(obs_dim).astype(np.float32),
+            action=rng.uniform(low, high).astype(np.float32),
+            reward=float(rng.standard_normal()),
+            terminated=bool(rng.random() < 0.01),
+        )
+    return [buffer.sample(batch_size) for _ in range(count)], low, high
+
+
+def make_learners(
+    *, obs_dim: int, low: np.ndarray, high: np.ndarray, args: Args, compile_too: bool
+) -> dict[str, Learner]:
+    torch.manual_seed(args.seed)
+    reference = ReferenceLearner(
+        obs_dim=obs_dim, action_low=low, action_high=high, args=args, device=torch.device("cpu")
+    )
+    learners: dict[str, Learner] = {
+        "reference": reference,
+        "fast": FastLearner.from_reference(reference, device=torch.device("cpu")),
+    }
+    if compile_too:
+        compiled = FastLearner(
+            obs_dim=obs_dim,
+            action_low=low,
+            action_high=high,
+            args=dataclasses.replace(args, compile=True),
+            device=torch.device("cpu"),
+        )
+        compiled.load_state_dict(learners["fast"].state_dict())
+        learners["fast+compile"] = compiled
+    return learners
+
+
+def timed_updates(
+    learner: Learner, batches: list[Batch], *, first_step: int, count: int, policy_frequency: int
+) -> tuple[float, float]:
+    """(wall seconds, thread CPU seconds) for `count` updates from global step `first_step`."""
+    schedules = [
+        update_schedule(
+            first_step + offset,
+            learning_starts=LEARNING_STARTS,
+            policy_frequency=policy_frequency,
+            target_network_frequency=1,
+        )
+        for offset in range(count)
+    ]
+    wall, cpu = time.perf_counter(), time.thread_time()
+    for offset, schedule in enumerate(schedules):
+        learner.update(batches[(first_step + offset) % len(batches)], schedule)
+    return time.perf_counter() - wall, time.thread_time() - cpu
+
+
+def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]]:
+    batches, low, high = random_batches(
+        env_id=env_id, count=64, batch_size=options.batch_size, seed=options.seed
+    )
+    obs_dim = batches[0].observations.shape[1]
+    args = Args(
+        env_id=env_id,
+        seed=options.seed,
+        batch_size=options.batch_size,
+        policy_frequency=options.policy_frequency,
+    )
+    learners = make_learners(
+        obs_dim=obs_dim, low=low, high=high, args=args, compile_too=options.compile
+    )
+    next_step = dict.fromkeys(learners, LEARNING_STARTS + 1)
+
+    def run(name: str, count: int) -> tuple[float, float]:
+        torch.manual_seed(options.seed + next_step[name])  # the same draws for every learner
+        result = timed_updates(
+            learners[name],
+            batches,
+            first_step=next_step[name],
+            count=count,
+            policy_frequency=options.policy_frequency,
+        )
+        next_step[name] += count
+        return result
+
+    for name in learners:
+        run(name, options.warmup)
+    wall: dict[str, list[float]] = {name: [] for name in learners}
+    cpu: dict[str, list[float]] = {name: [] for name in learners}
+    names = list(learners)
+    for round_index in range(options.rounds):
+        # Rotate the order so no learner always runs right after the same other one.
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            wall_seconds, cpu_seconds = run(name, options.updates)
+            wall[name].append(options.updates / wall_seconds)
+            cpu[name].append(options.updates / cpu_seconds)
+
+    def ratio(rates: dict[str, list[float]], name: str) -> float:
+        return statistics.median(
+            ours / theirs for ours, theirs in zip(rates[name], rates["reference"], strict=True)
+        )
+
+    rows = []
+    for name in names:
+        rows.append(
+            [
+                env_id,
+                f"{obs_dim}/{len(low)}",
+                name,
+                f"{statistics.median(wall[name]):.1f}",
+                f"{statistics.median(cpu[name]):.1f}",
+                f"{ratio(wall, name):.2f}",
+                f"{ratio(cpu, name):.2f}",
+            ]
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    torch.set_num_threads(options.threads)
+    load_before = os.getloadavg()
+    rows: list[list[object]] = []
+    for env_id in options.envs:
+        rows.extend(benchmark_env(env_id, options))
+    load_after = os.getloadavg()
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "env",
+                "obs/act",
+                "path",
+                "updates/s (wall)",
+                "updates/s (CPU)",
+                "x reference (wall)",
+                "x reference (CPU)",
+            ],
+            tablefmt="github",
+        )
+    )
+    print(
+        f"\nbatch {options.batch_size}, policy_frequency {options.policy_frequency}, "
+        f"{options.threads} thread(s), {options.rounds} rounds x {options.updates} updates, "
+        f"torch {torch.__version__}, load average before/after "
+        f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
