@@ -565,6 +565,7 @@ def _training_session(
 
     observation = float32_observation(observation)
     window_step, window_time = start_step, time.time()
+    last_log_step = -1
     exit_status, exit_code = "completed", 0
     global_step = start_step
     with StopRequested() as stop:
@@ -613,6 +614,7 @@ def _training_session(
                     )
                     writer.add_scalar("charts/elapsed_seconds", elapsed, global_step)
                     window_step, window_time = global_step, now
+                    last_log_step = global_step
                     print(
                         f"global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True
                     )
@@ -646,7 +648,8 @@ def _training_session(
                 break
 
         elapsed_total = time.time() - start_time
-        if exit_code == 0:
+        # The last step's elapsed time, unless the log cadence has just written it.
+        if exit_code == 0 and last_log_step != args.total_timesteps - 1:
             writer.add_scalar("charts/elapsed_seconds", elapsed_total, args.total_timesteps - 1)
         writer.close()
         env.close()

@@ -184,3 +184,10 @@ def test_killed_and_resumed_run_equals_uninterrupted(
     complete = json.loads((run_dir / "complete.json").read_text())
     assert complete["global_step"] == 1500
     assert not list((run_dir / "checkpoint").glob("rows-*.npz"))  # buffer dropped once finished
+
+
+def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
+    run_trainer(tmp_path / "r", "--env-id", "InvertedPendulum-v4", "--total-timesteps", "301",
+                "--learning-starts", "200", "--batch-size", "16")  # fmt: skip
+    elapsed = read_scalars(tmp_path / "r")["charts/elapsed_seconds"]
+    assert [step for step, _ in elapsed] == [300]
