@@ -18,6 +18,7 @@ processes on a shared machine, so both are printed.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import os
 import statistics
@@ -100,7 +101,7 @@ def make_learners(
             args=dataclasses.replace(args, compile=True),
             device=torch.device("cpu"),
         )
-        compiled.load_state_dict(learners["fast"].state_dict())
+        compiled.load_state_dict(copy.deepcopy(learners["fast"].state_dict()))
         learners["fast+compile"] = compiled
     return learners
 

@@ -1,0 +1,118 @@
+"""Learning sanity: does the trainer learn InvertedPendulum-v4 as CleanRL's SAC does?
+
+Trains InvertedPendulum-v4 with the default hyperparameters (learning_starts 5,000) for each
+seed and update path with the real trainer (`python -m sacbench.train`, one thread), then reads
+charts/episodic_return back from the run's event files and reports the first step at which an
+episode returned 1,000 (the task's maximum) and the mean return in coarse step bins. CleanRL's
+SAC reaches such episodes well before 25k steps; the fast path must behave alike.
+
+    python benchmarks/learning_sanity.py                                # fast path, seeds 1 and 2
+    python benchmarks/learning_sanity.py --paths fast reference --out runs/sanity
+
+Runs already finished in --out are read, not trained again (the trainer refuses to retrain a
+finished run dir), so the script can be re-run to print the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+from tabulate import tabulate
+
+from sacbench.events import read_run_scalars
+
+ENV_ID = "InvertedPendulum-v4"
+SOLVED_RETURN = 1000.0
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--paths", nargs="+", default=["fast"], choices=["fast", "reference"])
+    parser.add_argument("--total-timesteps", type=int, default=25_000)
+    parser.add_argument("--bin", type=int, default=2_500, help="width of the return bins (steps)")
+    parser.add_argument("--out", type=Path, default=Path("runs/learning_sanity"))
+    args = parser.parse_args(argv)
+    if args.total_timesteps <= 5_000:
+        parser.error(
+            f"--total-timesteps must exceed learning_starts 5000, got {args.total_timesteps}"
+        )
+    if args.bin <= 0:
+        parser.error(f"--bin must be positive, got {args.bin}")
+    return args
+
+
+def train(run_dir: Path, *, seed: int, path: str, total_timesteps: int) -> float:
+    """Train one run (or find it finished); return the wall seconds spent here."""
+    command = [
+        sys.executable,
+        "-m",
+        "sacbench.train",
+        "--env-id",
+        ENV_ID,
+        "--seed",
+        str(seed),
+        "--total-timesteps",
+        str(total_timesteps),
+        "--update-path",
+        path,
+        "--threads",
+        "1",
+        "--run-dir",
+        str(run_dir),
+    ]
+    started = time.time()
+    log = run_dir.with_suffix(".log")
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as handle:
+        result = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"training {run_dir} failed with status {result.returncode}; see {log}")
+    return time.time() - started
+
+
+def summarise(returns: pd.DataFrame, *, bin_width: int, total: int) -> dict[str, object]:
+    solved = returns[returns["value"] >= SOLVED_RETURN]
+    summary: dict[str, object] = {
+        "episodes": len(returns),
+        "first step with return 1000": int(solved["step"].min()) if len(solved) else "never",
+    }
+    for start in range(0, total, bin_width):
+        in_bin = returns[(returns["step"] >= start) & (returns["step"] < start + bin_width)]
+        label = f"{start // 1000:g}k-{(start + bin_width) / 1000:g}k"
+        summary[label] = f"{in_bin['value'].mean():.0f}" if len(in_bin) else "-"
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    rows = []
+    for path in options.paths:
+        for seed in options.seeds:
+            run_dir = options.out / path / str(seed)
+            seconds = train(run_dir, seed=seed, path=path, total_timesteps=options.total_timesteps)
+            scalars = read_run_scalars(run_dir)
+            returns = scalars[scalars["tag"] == "charts/episodic_return"]
+            rows.append(
+                {
+                    "path": path,
+                    "seed": seed,
+                    **summarise(returns, bin_width=options.bin, total=options.total_timesteps),
+                    "wall s (this call)": f"{seconds:.0f}",
+                }
+            )
+            print(f"done: {path} seed {seed} in {seconds:.0f} s", flush=True)
+    print(f"\n{ENV_ID}, default hyperparameters, mean episodic return per step bin:")
+    print(tabulate(rows, headers="keys", tablefmt="github"))
+    print(f"\nload average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

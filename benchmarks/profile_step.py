@@ -1,0 +1,183 @@
+"""Where one fast SAC update's time goes, on one thread: matrix multiplies, other ops, overhead.
+
+Profiles `--updates` consecutive fast updates (CleanRL's schedule, batch 256) with
+torch.profiler, then splits the time into
+- GEMM: aten::mm/addmm/bmm/baddbmm, with their FLOPs (from the recorded shapes) and the rate
+  they ran at, next to the rate of a lone 256x256x256 matmul on this machine (the practical peak);
+- the other ATen ops (elementwise, reductions, the fused Adam kernel, random draws), by name;
+- overhead: the rest of the wall time (Python, autograd engine, dispatcher, allocator).
+The unprofiled time per update is printed too, since the profiler itself adds overhead per op.
+
+    python benchmarks/profile_step.py                       # HalfCheetah-v4 shapes
+    python benchmarks/profile_step.py --env Humanoid-v4 --top 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import defaultdict
+
+import numpy as np
+import torch
+from tabulate import tabulate
+from torch.profiler import ProfilerActivity, profile
+
+from sacbench.args import Args
+from sacbench.envs import ENV_SHAPES
+from sacbench.fast import FastLearner
+from sacbench.replay import Batch
+from sacbench.train import update_schedule
+
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+LEARNING_STARTS = 5_000
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="HalfCheetah-v4", choices=sorted(ENV_SHAPES))
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--updates", type=int, default=20, help="profiled updates (even: 2 steps)")
+    parser.add_argument("--top", type=int, default=15, help="non-GEMM ops to list")
+    parser.add_argument("--compile", action="store_true", help="profile the compiled fast path")
+    args = parser.parse_args(argv)
+    if args.updates <= 0 or args.batch_size <= 0:
+        parser.error("--updates and --batch-size must be positive")
+    return args
+
+
+def gemm_flops(name: str, shapes: list[list[int]]) -> float:
+    """2*M*N*K (times the batch) from the recorded input shapes of one GEMM call."""
+    if name in ("aten::mm", "aten::addmm"):
+        a, b = (shapes[1], shapes[2]) if name == "aten::addmm" else (shapes[0], shapes[1])
+        return 2.0 * a[0] * a[1] * b[1]
+    a, b = (shapes[1], shapes[2]) if name == "aten::baddbmm" else (shapes[0], shapes[1])
+    return 2.0 * a[0] * a[1] * a[2] * b[2]
+
+
+def matmul_peak_gflops() -> float:
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    for _ in range(20):
+        a @ b
+    best = float("inf")
+    for _ in range(7):
+        started = time.perf_counter()
+        for _ in range(50):
+            a @ b
+        best = min(best, (time.perf_counter() - started) / 50)
+    return 2 * 256**3 / best / 1e9
+
+
+def random_batch(obs_dim: int, action_dim: int, batch_size: int, generator: torch.Generator):
+    return Batch(
+        observations=torch.randn(batch_size, obs_dim, generator=generator),
+        next_observations=torch.randn(batch_size, obs_dim, generator=generator),
+        actions=torch.rand(batch_size, action_dim, generator=generator) * 2 - 1,
+        rewards=torch.randn(batch_size, generator=generator),
+        terminations=(torch.rand(batch_size, generator=generator) < 0.01).float(),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    torch.set_num_threads(1)
+    torch.manual_seed(1)
+    obs_dim, action_dim = ENV_SHAPES[options.env]
+    learner = FastLearner(
+        obs_dim=obs_dim,
+        action_low=-np.ones(action_dim, dtype=np.float32),
+        action_high=np.ones(action_dim, dtype=np.float32),
+        args=Args(batch_size=options.batch_size, compile=options.compile),
+        device=torch.device("cpu"),
+    )
+    generator = torch.Generator().manual_seed(2)
+    batches = [random_batch(obs_dim, action_dim, options.batch_size, generator) for _ in range(8)]
+
+    def updates(count: int, first: int) -> None:
+        for step in range(first, first + count):
+            schedule = update_schedule(
+                step,
+                learning_starts=LEARNING_STARTS,
+                policy_frequency=2,
+                target_network_frequency=1,
+            )
+            learner.update(batches[step % len(batches)], schedule)
+
+    first = LEARNING_STARTS + 2  # an even step: the profiled window starts with actor updates
+    updates(20, first)
+    started = time.perf_counter()
+    updates(options.updates, first)
+    plain_ms = (time.perf_counter() - started) / options.updates * 1e3
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        started = time.perf_counter()
+        updates(options.updates, first)
+        profiled_ms = (time.perf_counter() - started) / options.updates * 1e3
+
+    gemm_us, gemm_flop = 0.0, 0.0
+    other_us: dict[str, float] = defaultdict(float)
+    other_calls: dict[str, int] = defaultdict(int)
+    for event in profiler.events():
+        if not event.name.startswith("aten::") or event.self_cpu_time_total <= 0:
+            continue
+        if event.name in GEMM_OPS:
+            gemm_us += event.self_cpu_time_total
+            gemm_flop += gemm_flops(event.name, event.input_shapes)
+        else:
+            other_us[event.name] += event.self_cpu_time_total
+            other_calls[event.name] += 1
+    per_update = 1e3 * options.updates  # microseconds in total -> milliseconds per update
+    gemm_ms = gemm_us / per_update
+    other_ms = sum(other_us.values()) / per_update
+    overhead_ms = profiled_ms - gemm_ms - other_ms
+    peak = matmul_peak_gflops()
+    floor_ms = gemm_flop / options.updates / (peak * 1e9) * 1e3
+
+    print(
+        f"{options.env} shapes (obs {obs_dim}, act {action_dim}), batch {options.batch_size}, "
+        f"1 thread, {'compiled' if options.compile else 'eager'} fast path"
+    )
+    print(f"update without profiler: {plain_ms:.2f} ms; with profiler: {profiled_ms:.2f} ms\n")
+    print(
+        tabulate(
+            [
+                [
+                    "GEMM",
+                    f"{gemm_ms:.2f}",
+                    f"{100 * gemm_ms / profiled_ms:.0f}%",
+                    f"{gemm_flop / options.updates / 1e6:.0f} MFLOP at "
+                    f"{gemm_flop / (gemm_us * 1e-6) / 1e9:.0f} GFLOP/s; at the lone 256^3 "
+                    f"matmul's {peak:.0f} GFLOP/s: {floor_ms:.2f} ms",
+                ],
+                ["other ATen ops", f"{other_ms:.2f}", f"{100 * other_ms / profiled_ms:.0f}%", ""],
+                [
+                    "overhead (Python, autograd, dispatch)",
+                    f"{overhead_ms:.2f}",
+                    f"{100 * overhead_ms / profiled_ms:.0f}%",
+                    "profiled wall time not inside any ATen op",
+                ],
+            ],
+            headers=["where", "ms / update", "share", "note"],
+            tablefmt="github",
+        )
+    )
+    top = sorted(other_us.items(), key=lambda item: -item[1])[: options.top]
+    print()
+    print(
+        tabulate(
+            [
+                [name, f"{us / per_update:.3f}", f"{other_calls[name] / options.updates:.1f}"]
+                for name, us in top
+            ],
+            headers=["non-GEMM op", "ms / update", "calls / update"],
+            tablefmt="github",
+        )
+    )
+    print(f"\nload average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""End-to-end steady training throughput of the real trainer, reference vs fast update path.
+
+Runs `python -m sacbench.train --threads 1` as a child process per (env, path), e.g. 7,000 steps
+with learning_starts 5,000, reads charts/steady_SPS back from the run's event files (steps per
+second over each 100-step window; the first window, which still holds the random-action phase,
+is dropped) and reports the median, the peak resident memory of the child (os.wait4), and the
+ratio fast / reference. The paths alternate (reference, fast, fast, reference, ...) so drifting
+machine load hits both alike. It also prints the replay buffer's memory at the default 1M
+capacity against the float32 size of the fields it stores.
+
+    python benchmarks/train_sps.py
+    python benchmarks/train_sps.py --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tabulate import tabulate
+
+from sacbench.envs import ENV_SHAPES
+from sacbench.events import read_run_scalars
+from sacbench.replay import ReplayBuffer
+
+PATHS = ("reference", "fast")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Humanoid-v4"])
+    parser.add_argument("--total-timesteps", type=int, default=7_000)
+    parser.add_argument("--learning-starts", type=int, default=5_000)
+    parser.add_argument("--buffer-size", type=int, default=1_000_000)
+    parser.add_argument("--repeats", type=int, default=1, help="runs per (env, path)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--extra",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="more trainer flags, for the fast path",
+    )
+    args = parser.parse_args(argv)
+    unknown = [env for env in args.envs if env not in ENV_SHAPES]
+    if unknown:
+        parser.error(f"unknown env id(s) {unknown}; choose from {sorted(ENV_SHAPES)}")
+    if args.total_timesteps <= args.learning_starts + 200:
+        parser.error(
+            f"--total-timesteps {args.total_timesteps} must exceed --learning-starts "
+            f"{args.learning_starts} by more than 200 steps (two steady_SPS windows)"
+        )
+    if args.repeats <= 0:
+        parser.error(f"--repeats must be positive, got {args.repeats}")
+    return args
+
+
+def run_trainer(
+    run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
+) -> tuple[float, int, float]:
+    """(median steady SPS, peak RSS in bytes, wall seconds) of one trainer process."""
+    command = [
+        sys.executable,
+        "-m",
+        "sacbench.train",
+        "--env-id",
+        env_id,
+        "--seed",
+        str(options.seed),
+        "--total-timesteps",
+        str(options.total_timesteps),
+        "--learning-starts",
+        str(options.learning_starts),
+        "--buffer-size",
+        str(options.buffer_size),
+        "--update-path",
+        path,
+        "--threads",
+        "1",
+        "--checkpoint-interval",
+        "0",
+        "--run-dir",
+        str(run_dir),
+        *(options.extra if path == "fast" else []),
+    ]
+    started = time.time()
+    with open(run_dir.with_suffix(".log"), "w") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        log_text = run_dir.with_suffix(".log").read_text()[-2000:]
+        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n{log_text}")
+    scalars = read_run_scalars(run_dir)
+    steady = scalars[scalars["tag"] == "charts/steady_SPS"].sort_values("step")
+    values = list(steady["value"])[1:]  # the first window still holds the random-action phase
+    return statistics.median(values), usage.ru_maxrss * 1024, time.time() - started
+
+
+def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:
+    rows = []
+    for env_id in env_ids:
+        obs_dim, action_dim = ENV_SHAPES[env_id]
+        buffer = ReplayBuffer(capacity=capacity, obs_dim=obs_dim, action_dim=action_dim, seed=0)
+        # obs, next_obs, action, reward, termination: each one float32 per element.
+        fields = capacity * (2 * obs_dim + action_dim + 1 + 1) * 4
+        rows.append(
+            [
+                env_id,
+                capacity,
+                f"{buffer.nbytes() / 2**20:.1f}",
+                f"{fields / 2**20:.1f}",
+                f"{buffer.nbytes() / fields:.3f}",
+            ]
+        )
+        del buffer
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    load_before = os.getloadavg()
+    results: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="sacbench-sps-") as scratch:
+        for env_id in options.envs:
+            for repeat in range(options.repeats):
+                order = PATHS if repeat % 2 == 0 else PATHS[::-1]
+                for path in order:
+                    run_dir = Path(scratch) / f"{env_id}-{path}-{repeat}"
+                    result = run_trainer(run_dir, env_id=env_id, path=path, options=options)
+                    results.setdefault((env_id, path), []).append(result)
+                    print(
+                        f"{env_id} {path} #{repeat}: steady SPS {result[0]:.1f}, "
+                        f"peak RSS {result[1] / 2**20:.0f} MiB, {result[2]:.0f} s",
+                        flush=True,
+                    )
+    load_after = os.getloadavg()
+    rows = []
+    for env_id in options.envs:
+        reference_sps = statistics.median(r[0] for r in results[(env_id, "reference")])
+        for path in PATHS:
+            runs = results[(env_id, path)]
+            sps = statistics.median(r[0] for r in runs)
+            rows.append(
+                [
+                    env_id,
+                    path,
+                    f"{sps:.1f}",
+                    f"{sps / reference_sps:.2f}",
+                    f"{max(r[1] for r in runs) / 2**20:.0f}",
+                ]
+            )
+    print()
+    print(
+        tabulate(
+            rows,
+            headers=["env", "update path", "steady SPS", "x reference", "peak RSS (MiB)"],
+            tablefmt="github",
+        )
+    )
+    print(
+        f"\n{options.total_timesteps} steps, learning_starts {options.learning_starts}, "
+        f"1 thread, median of charts/steady_SPS over the training windows, "
+        f"{options.repeats} run(s) per cell; load average before/after "
+        f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} CPUs"
+    )
+    print("\nReplay buffer memory (preallocated; pages are touched as rows are written):")
+    print(
+        tabulate(
+            buffer_memory_rows(options.envs, options.buffer_size),
+            headers=["env", "capacity", "buffer MiB", "float32 fields MiB", "ratio"],
+            tablefmt="github",
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
