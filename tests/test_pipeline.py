@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -223,3 +224,53 @@ def test_bad_config_is_rejected_before_anything_runs(name: str, tmp_path: Path):
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} missing from:\n{message}"
     assert tree_state(tmp_path / "results") == before
+
+
+@pytest.mark.slow
+def test_a_train_job_that_dies_is_rerun_and_resumes_from_its_checkpoint(tmp_path: Path):
+    psutil = pytest.importorskip("psutil")
+    config = {
+        **TINY_CONFIG,
+        "env_ids": ["Pusher-v4"],
+        "seeds": [1],
+        "variants": {"base": {}},
+        "train": {**TINY_CONFIG["train"], "total_timesteps": 4000, "checkpoint_interval": 200},
+    }
+    write_config(tmp_path, config)
+    run_dir = tmp_path / "results" / "runs" / "base" / "Pusher-v4" / "1"
+    first = subprocess.Popen(
+        [*SNAKEMAKE, "--cores", "1", "results/runs/base/Pusher-v4/1/complete.json"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / "checkpoint" / "state.pt").exists():
+            assert first.poll() is None, "the first invocation ended before its first checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint appeared"
+            time.sleep(0.05)
+        trainers = [
+            process
+            for process in psutil.Process(first.pid).children(recursive=True)
+            if process.cmdline()[1:3] == ["-m", "sacbench.train"]
+        ]
+        assert len(trainers) == 1
+        trainers[0].kill()  # SIGKILL: no chance to write a last checkpoint
+        assert first.wait(timeout=120) != 0
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert not (run_dir / "complete.json").exists()
+
+    # The rerun goes as far as the extracted table, which checks that every (tag, step) of the
+    # resumed run's event files appears once.
+    done = snakemake(tmp_path, "--cores", "1", "results/extracted/base/Pusher-v4/1.csv")
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    sessions = json.loads((run_dir / "metadata.json").read_text())["sessions"]
+    assert len(sessions) == 2
+    assert sessions[1]["start_step"] > 0
+    assert sessions[1]["end_step"] == 4000
+    assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 4000
