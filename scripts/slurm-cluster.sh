@@ -111,7 +111,8 @@ write_config() {
 $MARKER
 # Stop with scripts/slurm-cluster.sh stop, which also removes this file.
 ClusterName=sacbench
-SlurmctldHost=$host
+# Loopback addresses: no dependence on how (or whether) the host name resolves.
+SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -143,7 +144,7 @@ MinJobAge=300
 KillWait=$KILL_WAIT
 ReturnToService=2
 SlurmdParameters=config_overrides
-NodeName=$host CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=$PARTITION Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
   as_root install -m 0644 "$tmp" "$CONF"
