@@ -138,6 +138,9 @@ SwitchType=switch/none
 MpiDefault=none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU_Memory
+# Look for startable jobs every few seconds (defaults: 60 s and 30 s), so that a requeued job
+# whose hold has expired starts promptly.
+SchedulerParameters=sched_interval=5,bf_interval=5
 # The executor's squeue status check needs finished jobs to stay visible for a while (>= 120 s).
 MinJobAge=300
 # Time between SIGTERM and SIGKILL on cancel, requeue, preemption and time limit.
