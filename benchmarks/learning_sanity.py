@@ -85,7 +85,7 @@ def summarise(returns: pd.DataFrame, *, bin_width: int, total: int) -> dict[str,
     }
     for start in range(0, total, bin_width):
         in_bin = returns[(returns["step"] >= start) & (returns["step"] < start + bin_width)]
-        label = f"{start // 1000:g}k-{(start + bin_width) / 1000:g}k"
+        label = f"{start / 1000:g}k-{(start + bin_width) / 1000:g}k"
         summary[label] = f"{in_bin['value'].mean():.0f}" if len(in_bin) else "-"
     return summary
 
