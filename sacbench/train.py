@@ -564,12 +564,16 @@ def _training_session(
         )
 
     observation = float32_observation(observation)
-    window_step, window_time = start_step, time.time()
+    # steady_SPS windows count the steps done since the previous log point (window_step is the
+    # last step before the window), in this session, from the first training step on.
+    window_step, window_time = start_step - 1, time.time()
     last_log_step = -1
     exit_status, exit_code = "completed", 0
     global_step = start_step
     with StopRequested() as stop:
         for global_step in range(start_step, args.total_timesteps):
+            if global_step == args.learning_starts + 1:
+                window_step, window_time = global_step - 1, time.time()
             if global_step < args.learning_starts:
                 action = action_space.sample()
             else:

@@ -37,7 +37,7 @@ CHART_TAGS = {
     "charts/steady_SPS",
     "charts/elapsed_seconds",
 }
-RUN = (*SHORT_RUN, "--checkpoint-interval", "250", "--update-path", "fast")
+RUN = (*SHORT_RUN, "--checkpoint-interval", "200", "--update-path", "fast")
 
 
 @pytest.fixture(scope="module")
@@ -151,7 +151,7 @@ def _signal_when(process: subprocess.Popen, *, at_step: int, signal_number: int)
         (signal.SIGTERM, 400),  # random-action phase, mid-episode
         (signal.SIGTERM, 1150),  # training phase
         (signal.SIGUSR1, 1330),  # what Slurm sends before a time limit
-        (signal.SIGKILL, 1300),  # no warning: resumes from the checkpoint at step 1250
+        (signal.SIGKILL, 1300),  # no warning: resumes at 1200, a log step, from the checkpoint
     ],
     ids=["sigterm-random-phase", "sigterm-training", "sigusr1", "sigkill-after-checkpoint"],
 )
@@ -173,6 +173,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(
         steps = [step for step, _ in series]
         assert steps == sorted(set(steps)), f"{tag} has repeated or unordered steps"
     assert reproducible(resumed) == reproducible(read_scalars(finished_run))
+    assert all(value > 0 for _, value in resumed["charts/steady_SPS"])
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert len(metadata["sessions"]) == 2
     assert metadata["sessions"][-1]["exit_status"] == "completed"
