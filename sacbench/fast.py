@@ -71,8 +71,15 @@ class EnsembleCritic(nn.Module):
             )
 
     def forward(
-        self, observations: torch.Tensor, actions: torch.Tensor, *, detach_weights: bool = False
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        *,
+        detach_weights: bool = False,
+        observation_part: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Q-values [members, B]. `observation_part` (from `observation_part`, with detached
+        weights) replaces the first layer's observation product when the caller reuses it."""
         (w1, w2, w3), (b1, b2, b3) = list(self.weights), list(self.biases)
         if detach_weights:
             w1, w2, w3, b1, b2, b3 = (t.detach() for t in (w1, w2, w3, b1, b2, b3))
@@ -81,8 +88,10 @@ class EnsembleCritic(nn.Module):
         if actions.requires_grad:
             # Two products instead of one on the concatenated input: backward then needs the
             # input gradient of the action part only ([B, action_dim], not [B, obs+action]).
-            h = torch.baddbmm(
-                b1, observations.expand(members, *observations.shape), w1[:, : self.obs_dim]
+            h = (
+                observation_part
+                if observation_part is not None
+                else self.observation_part(observations, detach_weights=detach_weights)
             )
             h = torch.baddbmm(h, actions.expand(members, *actions.shape), w1[:, self.obs_dim :])
         else:
@@ -91,6 +100,18 @@ class EnsembleCritic(nn.Module):
         h = torch.baddbmm(b2, h.relu_(), w2).relu_()
         # Output layer as multiply + sum: a batched product with one output column is slow.
         return (h * w3.transpose(1, 2)).sum(-1) + b3.view(members, 1).expand(members, batch)
+
+    def observation_part(
+        self, observations: torch.Tensor, *, detach_weights: bool = False
+    ) -> torch.Tensor:
+        """The first layer's bias plus its observation product, [members, B, hidden]."""
+        w1, b1 = self.weights[0], self.biases[0]
+        if detach_weights:
+            w1, b1 = w1.detach(), b1.detach()
+        members = w1.shape[0]
+        return torch.baddbmm(
+            b1, observations.expand(members, *observations.shape), w1[:, : self.obs_dim]
+        )
 
     @torch.no_grad()
     def load_from_pair(self, first: nn.Module, second: nn.Module) -> None:
@@ -177,10 +198,12 @@ def actor_step_loss(
     mean: torch.Tensor,
     log_std: torch.Tensor,
     alpha: torch.Tensor | float,
+    observation_part: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The actor loss, given the actor's (mean, log_std) on `observations` (with their graph)."""
     pi, log_pi = squashed_sample(actor, mean, log_std)
-    min_q_pi = critic(observations, pi, detach_weights=True).min(dim=0).values
+    q_pi = critic(observations, pi, detach_weights=True, observation_part=observation_part)
+    min_q_pi = q_pi.min(dim=0).values
     return actor_loss_fn(alpha=alpha, log_pi=log_pi, min_q_pi=min_q_pi.view(-1, 1))
 
 
@@ -321,6 +344,13 @@ class FastLearner:
 
         observations = batch.observations
         policy: tuple[torch.Tensor, torch.Tensor] | None = None
+        # The critics do not change during the actor updates, so neither does their first
+        # layer's product with the observations: computed once for all of them.
+        observation_part = (
+            self.critic.observation_part(observations, detach_weights=True)
+            if schedule.actor_updates > 1
+            else None
+        )
         for actor_update in range(schedule.actor_updates):
             mean, log_std = (
                 policy if policy is not None else policy_outputs(self.actor, observations)
@@ -332,6 +362,7 @@ class FastLearner:
                 mean=mean,
                 log_std=log_std,
                 alpha=self.alpha,
+                observation_part=observation_part,
             )
             adam_step(self.actor_optimizer, torch.autograd.grad(actor_loss, self._actor_parameters))
             self.last["actor_loss"] = actor_loss.detach()
