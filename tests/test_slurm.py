@@ -1,10 +1,11 @@
 """sacbench through a real Slurm cluster: the single-node cluster of scripts/slurm-cluster.sh,
 Snakemake's Slurm executor with profiles/slurm, the real trainer.
 
-Every Slurm job pays two nested Snakemake start-ups, so the budgets are tiny: two tasks of the
-smoke preset, one short run for preemption, a few hundred steps for failures. The cluster is
-started once per session and stopped at the end (unless it was already running). Without the
-Slurm binaries the tests are skipped, except in CI (CI=true), where that is a failure.
+Every Slurm job pays two nested Snakemake start-ups, so the budgets are small: the smoke
+preset (six tasks, 2,000 steps each), one short run for preemption, a few hundred steps for
+failures. The cluster is started once per session and stopped at the end (unless it was
+already running). Without the Slurm binaries the tests are skipped, except in CI (CI=true),
+where that is a failure.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from sacbench.events import read_run_scalars
 from tests.slurm_cluster import (
@@ -37,9 +39,8 @@ from tests.slurm_cluster import (
 pytestmark = pytest.mark.slurm
 
 VARIANT = "sac_continuous_action"
-# Two of the smoke preset's six tasks (the two with short episodes, so the return tables have
-# values), through the whole pipeline: 2 train + 2 extract + table and plot jobs.
-SMOKE_ENV_IDS = ["InvertedPendulum-v4", "Pusher-v4"]
+# The whole smoke preset (all six tasks, one seed): 6 train + 6 extract + table and plot jobs.
+SMOKE_ENV_IDS = yaml.safe_load((REPO / "config.yaml").read_text())["env_ids"]
 SMOKE_TABLES = ("sac.csv", "sac_runtimes.csv", "sac_aggregate.csv")
 SMOKE_TARGETS = [
     *SMOKE_TABLES,
@@ -105,11 +106,10 @@ def slurm_log_text(submission: Submission) -> str:
 
 @pytest.fixture(scope="module")
 def smoke_runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory):
-    """The smoke preset (two of its tasks) once through Slurm and once locally, side by side."""
-    only_two = {"env_ids": SMOKE_ENV_IDS}
-    on_slurm = workdir_with_config(tmp_path_factory.mktemp("slurm-smoke"), only_two)
-    local = workdir_with_config(tmp_path_factory.mktemp("local-smoke"), only_two)
-    config_args = ["smoke.yaml", "test-0.yaml"]
+    """The smoke preset once through Slurm and once locally, side by side."""
+    on_slurm = workdir_with_config(tmp_path_factory.mktemp("slurm-smoke"))
+    local = workdir_with_config(tmp_path_factory.mktemp("local-smoke"))
+    config_args = ["smoke.yaml"]
 
     local_run = subprocess.Popen(
         snakemake_command("--cores", "1", *configfiles(local, *config_args), profile=None),
