@@ -18,6 +18,8 @@ What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner
 - with policy_frequency > 1, the forward pass of the updated actor that the alpha loss needs is
   recorded with autograd and is also the forward pass of the next actor update (the actor's
   weights do not change in between), saving one actor forward per extra actor update;
+- the critics' first-layer product with the observations is computed once for all actor
+  updates of a step (the critics do not change between them);
 - the target update is one in-place lerp over all target tensors;
 - alpha stays a tensor on the device: no .item() host sync inside the update.
 """
