@@ -20,23 +20,12 @@ import pandas.testing as pdt
 from torch.utils.tensorboard import SummaryWriter
 
 from sacbench.events import read_run_scalars
+from sacbench.tags import LOSS_TAGS, TIME_TAGS
 
 TOTAL_STEPS = 1_000_000
 LEARNING_STARTS = 5_000
 EPISODE_LENGTH = 1_000
-PERIODIC_TAGS = (
-    "losses/qf1_values",
-    "losses/qf2_values",
-    "losses/qf1_loss",
-    "losses/qf2_loss",
-    "losses/qf_loss",
-    "losses/actor_loss",
-    "losses/alpha",
-    "losses/alpha_loss",
-    "charts/SPS",
-    "charts/steady_SPS",
-    "charts/elapsed_seconds",
-)
+PERIODIC_TAGS = (*LOSS_TAGS, *TIME_TAGS)
 
 
 def write_million_step_events(run_dir: Path) -> int:

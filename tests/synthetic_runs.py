@@ -22,18 +22,10 @@ import numpy as np
 import pandas as pd
 from torch.utils.tensorboard import SummaryWriter
 
+from sacbench.tags import LOSS_TAGS
+
 LOG_EVERY = 100
 START_WALL_TIME = 1_700_000_000.0
-LOSS_TAGS = (
-    "losses/qf1_values",
-    "losses/qf2_values",
-    "losses/qf1_loss",
-    "losses/qf2_loss",
-    "losses/qf_loss",
-    "losses/actor_loss",
-    "losses/alpha",
-    "losses/alpha_loss",
-)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from sacbench.events import read_run_scalars
+from sacbench.tags import TIME_TAGS
 from tests.slurm_cluster import (
     REPO,
     Submission,
@@ -49,8 +50,6 @@ SMOKE_TARGETS = [
     "sac_aggregate.md",
     *[f"plots/{name}.{ext}" for name in ("sac", "sac-time", "sac-sps") for ext in ("png", "svg")],
 ]
-# Scalars that measure time: they differ between any two runs.
-TIME_TAGS = {"charts/SPS", "charts/steady_SPS", "charts/elapsed_seconds"}
 
 
 @pytest.fixture(scope="session")
@@ -93,7 +92,7 @@ def run_dir(workdir: Path, results: str, env_id: str, seed: int = 1, variant: st
 def comparable_scalars(path: Path) -> pd.DataFrame:
     """A run's scalars without wall times and without the scalars that measure time."""
     scalars = read_run_scalars(path)
-    untimed = scalars[~scalars["tag"].isin(TIME_TAGS)]
+    untimed = scalars[~scalars["tag"].isin(list(TIME_TAGS))]
     return untimed[["tag", "step", "value"]].reset_index(drop=True)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from sacbench.tags import EPISODE_TAGS, LOSS_TAGS, TIME_TAGS
 from tests.trainer_runs import (
     SHORT_RUN,
     read_scalars,
@@ -20,23 +21,6 @@ from tests.trainer_runs import (
 
 pytestmark = pytest.mark.slow
 
-LOSS_TAGS = {
-    "losses/qf1_values",
-    "losses/qf2_values",
-    "losses/qf1_loss",
-    "losses/qf2_loss",
-    "losses/qf_loss",
-    "losses/actor_loss",
-    "losses/alpha",
-    "losses/alpha_loss",
-}
-CHART_TAGS = {
-    "charts/episodic_return",
-    "charts/episodic_length",
-    "charts/SPS",
-    "charts/steady_SPS",
-    "charts/elapsed_seconds",
-}
 RUN = (*SHORT_RUN, "--checkpoint-interval", "200", "--update-path", "fast")
 
 
@@ -49,9 +33,9 @@ def finished_run(tmp_path_factory) -> Path:
 
 def test_every_tag_is_written_at_cleanrl_cadence(finished_run):
     scalars = read_scalars(finished_run)
-    assert set(scalars) == LOSS_TAGS | CHART_TAGS
+    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS}
     # Losses and SPS every 100 steps once global_step > learning_starts (1000) of 1500 steps.
-    for tag in LOSS_TAGS | {"charts/SPS", "charts/steady_SPS"}:
+    for tag in (*LOSS_TAGS, "charts/SPS", "charts/steady_SPS"):
         assert [step for step, _ in scalars[tag]] == [1100, 1200, 1300, 1400], tag
     # One return per finished episode, logged at the episode's last step.
     lengths = [int(value) for _, value in scalars["charts/episodic_length"]]

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-# Tags whose values depend on the clock; everything else must be reproducible bit for bit.
-TIME_TAGS = frozenset({"charts/SPS", "charts/steady_SPS", "charts/elapsed_seconds"})
+from sacbench.tags import TIME_TAGS  # clock-dependent; everything else is reproducible
 
 SHORT_RUN = (
     "--env-id", "Hopper-v4",
