@@ -463,13 +463,12 @@ def train(args: Args) -> int:
             )
         print(f"{run_dir.path} holds a finished run; nothing to do (--overwrite trains again)")
         return 0
+    env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
+    device = resolve_device(args)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
 
     torch.set_num_threads(args.threads)
-    device = resolve_device(args)
     seed_everything(args.seed, torch_deterministic=args.torch_deterministic)
-
-    env = make_env(args.env_id, seed=args.seed)
     obs_dim = int(np.prod(env.observation_space.shape))
     action_space = env.action_space
     assert isinstance(action_space, gym.spaces.Box)
@@ -501,9 +500,8 @@ def train(args: Args) -> int:
         learner.load_state_dict(checkpoint["learner"])
         run_dir.load_buffer(buffer, checkpoint)
         buffer.rng.bit_generator.state = checkpoint["buffer_rng"]
-        env.reset(
-            seed=args.seed
-        )  # satisfies the wrappers' reset-before-step check; then overwritten
+        # Satisfies the wrappers' reset-before-step check; the state is then overwritten.
+        env.reset(seed=args.seed)
         restore_env_state(env, checkpoint["env"])
         restore_rng_states(checkpoint["rng"])
         observation = checkpoint["observation"]

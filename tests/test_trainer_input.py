@@ -25,9 +25,12 @@ def test_unknown_env_id_lists_the_benchmark_ids(capsys, tmp_path):
     assert not (tmp_path / "r").exists()
 
 
-def test_discrete_action_space_is_refused():
+def test_discrete_action_space_is_refused(capsys, tmp_path):
     with pytest.raises(EnvError, match="CartPole-v1 has a Discrete action space"):
         make_env("CartPole-v1", seed=1)
+    assert main(["--env-id", "CartPole-v1", "--run-dir", str(tmp_path / "r")]) == 2
+    assert "Discrete action space" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_pusher_with_mujoco_3_names_the_pin(monkeypatch):
