@@ -1,5 +1,9 @@
 """The fast update path: the same SAC mathematics as the reference path, computed with less work.
 
+The networks and optimizers live here (FastLearner); each step's gradients come from one of two
+formulations over that same state: written out by hand (sacbench.handwritten, the default), or
+the loss functions of this module through torch.autograd (what --compile compiles).
+
 What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner), and why
 (docs/performance.md has the measurement behind each choice):
 - both critics (and both targets) are one ensemble whose weights are stacked along a leading
@@ -12,12 +16,12 @@ What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner
   actions only instead of for the whole concatenated input;
 - the log-probability of the squashed Gaussian is written out (no Distribution object) from the
   same standard-normal draw, so the random stream is consumed exactly as in the reference path;
-- gradients come from torch.autograd.grad (no .grad buffers to zero) and go straight into the
-  fused Adam kernel, skipping torch.optim's per-call bookkeeping; the temperature's gradient is
-  written out (d/dlog_alpha of -exp(log_alpha) * c is the loss itself), so it needs no graph;
+- gradients go straight into the fused Adam kernel (sacbench.adam), skipping torch.optim's
+  per-call bookkeeping; the temperature's gradient is written out (d/dlog_alpha of
+  -exp(log_alpha) * c is the loss itself), so it needs no graph;
 - with policy_frequency > 1, the forward pass of the updated actor that the alpha loss needs is
-  recorded with autograd and is also the forward pass of the next actor update (the actor's
-  weights do not change in between), saving one actor forward per extra actor update;
+  also the forward pass of the next actor update (the actor's weights do not change in
+  between), saving one actor forward per extra actor update;
 - the critics' first-layer product with the observations is computed once for all actor
   updates of a step (the critics do not change between them);
 - the target update is one in-place lerp over all target tensors;
@@ -27,14 +31,16 @@ What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sacbench.adam import adam_step, create_missing_adam_state, prepared_adam
 from sacbench.args import Args
+from sacbench.handwritten import handwritten_update
 from sacbench.replay import Batch
 from sacbench.train import (
     Actor,
@@ -209,57 +215,19 @@ def actor_step_loss(
     return actor_loss_fn(alpha=alpha, log_pi=log_pi, min_q_pi=min_q_pi.view(-1, 1))
 
 
-def _adam(parameters: list[torch.Tensor], *, lr: float) -> torch.optim.Adam:
-    """torch's Adam (defaults) with its state created up front, for adam_step to advance."""
-    optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
-    _create_missing_adam_state(optimizer)
-    return optimizer
-
-
-def _create_missing_adam_state(optimizer: torch.optim.Adam) -> None:
-    """The state torch.optim.Adam(fused=True) creates on a parameter's first step."""
-    for parameter in optimizer.param_groups[0]["params"]:
-        if not optimizer.state[parameter]:
-            optimizer.state[parameter] = {
-                "step": torch.zeros((), dtype=torch.float32, device=parameter.device),
-                "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-                "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-            }
-
-
-@torch.no_grad()
-def adam_step(optimizer: torch.optim.Adam, gradients: tuple[torch.Tensor, ...]) -> None:
-    """What optimizer.step() computes with fused=True, for gradients handed over directly.
-
-    Calls the fused kernel itself: Optimizer.step's per-call bookkeeping (hooks, grouping by
-    device, reading .grad) costs more than the kernel for networks this small.
-    """
-    (group,) = optimizer.param_groups
-    parameters = group["params"]
-    states = [optimizer.state[parameter] for parameter in parameters]
-    steps = [state["step"] for state in states]
-    torch._foreach_add_(steps, 1)
-    beta1, beta2 = group["betas"]
-    torch._fused_adam_(
-        parameters,
-        list(gradients),
-        [state["exp_avg"] for state in states],
-        [state["exp_avg_sq"] for state in states],
-        [],
-        steps,
-        amsgrad=False,
-        lr=group["lr"],
-        beta1=beta1,
-        beta2=beta2,
-        weight_decay=group["weight_decay"],
-        eps=group["eps"],
-        maximize=False,
-        grad_scale=None,
-        found_inf=None,
-    )
+Gradients = Literal["handwritten", "autograd"]
 
 
 class FastLearner:
+    """The fast path's networks and optimizers, and one step's updates on them.
+
+    `gradients` picks how the update's gradients are computed, over the same state:
+    "handwritten" (sacbench.handwritten, the default in eager mode: no autograd graph, and
+    the actor loss backpropagated through each sample's smaller critic only) or "autograd"
+    (the loss functions of this module through torch.autograd.grad; what --compile compiles,
+    since the handwritten form gathers rows by data-dependent counts).
+    """
+
     def __init__(
         self,
         *,
@@ -268,7 +236,15 @@ class FastLearner:
         action_high: np.ndarray,
         args: Args,
         device: torch.device,
+        gradients: Gradients | None = None,
     ) -> None:
+        if gradients is None:
+            gradients = "autograd" if args.compile else "handwritten"
+        if gradients not in get_args(Gradients):
+            raise ValueError(f"gradients must be one of {get_args(Gradients)}, got {gradients!r}")
+        if args.compile and gradients != "autograd":
+            raise ValueError("--compile compiles the autograd formulation: gradients='autograd'")
+        self.gradients: Gradients = gradients
         action_dim = len(action_low)
         self.args = args
         self.device = device
@@ -282,11 +258,11 @@ class FastLearner:
         self._critic_parameters = list(self.critic.parameters())
         self._target_parameters = list(self.target_critic.parameters())
         self._actor_parameters = list(self.actor.parameters())
-        self.q_optimizer = _adam(self._critic_parameters, lr=args.q_lr)
-        self.actor_optimizer = _adam(self._actor_parameters, lr=args.policy_lr)
+        self.q_optimizer = prepared_adam(self._critic_parameters, lr=args.q_lr)
+        self.actor_optimizer = prepared_adam(self._actor_parameters, lr=args.policy_lr)
         self.target_entropy = -float(action_dim)
         self.log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        self.alpha_optimizer = _adam([self.log_alpha], lr=args.q_lr)
+        self.alpha_optimizer = prepared_adam([self.log_alpha], lr=args.q_lr)
         self.alpha: torch.Tensor | float = (
             self.log_alpha.detach().exp() if args.autotune else args.alpha
         )
@@ -304,7 +280,13 @@ class FastLearner:
             self._actor_loss = torch.compile(actor_step_loss, mode=mode)
 
     @classmethod
-    def from_reference(cls, reference: ReferenceLearner, *, device: torch.device) -> FastLearner:
+    def from_reference(
+        cls,
+        reference: ReferenceLearner,
+        *,
+        device: torch.device,
+        gradients: Gradients | None = None,
+    ) -> FastLearner:
         """A fast learner holding exactly the reference learner's networks (for equivalence)."""
         actor = reference.actor
         fast = cls(
@@ -313,6 +295,7 @@ class FastLearner:
             action_high=(actor.action_bias + actor.action_scale).cpu().numpy(),
             args=reference.args,
             device=device,
+            gradients=gradients,
         )
         fast.actor.load_state_dict(actor.state_dict())
         fast.critic.load_from_pair(reference.qf1, reference.qf2)
@@ -328,6 +311,9 @@ class FastLearner:
         return action
 
     def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
+        if self.gradients == "handwritten":
+            handwritten_update(self, batch, schedule)
+            return self.metrics()
         args = self.args
         qf_loss, metrics = self._critic_losses(
             actor=self.actor,
@@ -426,7 +412,7 @@ class FastLearner:
         for name in ("q_optimizer", "actor_optimizer", "alpha_optimizer"):
             optimizer = getattr(self, name)
             optimizer.load_state_dict(state[name])
-            _create_missing_adam_state(optimizer)  # a state saved before the first step
+            create_missing_adam_state(optimizer)  # a state saved before the first step
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         alpha = state["alpha"]

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from sacbench.adam import adam_step, prepared_adam
 from sacbench.args import Args
-from sacbench.fast import FastLearner, _adam, adam_step
+from sacbench.fast import FastLearner
 from sacbench.replay import Batch
 from sacbench.train import update_schedule
 
@@ -54,11 +55,32 @@ def run_updates(learner: FastLearner, steps: range, data: list[Batch]) -> list[d
     return out
 
 
+def test_compile_refuses_the_handwritten_gradients():
+    with pytest.raises(ValueError, match="gradients='autograd'"):
+        FastLearner(
+            obs_dim=OBS_DIM,
+            action_low=LOW,
+            action_high=HIGH,
+            device=CPU,
+            args=Args(compile=True),
+            gradients="handwritten",
+        )
+    with pytest.raises(ValueError, match="'by-hand'"):
+        FastLearner(
+            obs_dim=OBS_DIM,
+            action_low=LOW,
+            action_high=HIGH,
+            device=CPU,
+            args=Args(),
+            gradients="by-hand",  # type: ignore[arg-type]
+        )
+
+
 def test_adam_step_matches_torch_adam_over_several_steps():
     torch.manual_seed(0)
     ours = [torch.randn(4, 3), torch.randn(3)]
     theirs = [tensor.clone().requires_grad_() for tensor in ours]
-    optimizer = _adam(ours, lr=1e-2)
+    optimizer = prepared_adam(ours, lr=1e-2)
     reference = torch.optim.Adam(theirs, lr=1e-2)
     for _ in range(5):
         gradients = tuple(torch.randn_like(tensor) for tensor in ours)
@@ -104,6 +126,7 @@ def test_compiled_fast_path_matches_eager_fast_path():
     with the same random draws, over steps with and without actor updates."""
     data = batches(3)
     eager = make_fast()
+    eager.gradients = "autograd"  # the formulation --compile compiles
     compiled = FastLearner(
         obs_dim=OBS_DIM,
         action_low=LOW,

@@ -43,6 +43,17 @@ def random_batch(generator: torch.Generator) -> Batch:
     )
 
 
+PATHS = ["reference", "fast", "fast-autograd"]
+
+
+def learner_on(reference: ReferenceLearner, path: str) -> ReferenceLearner | FastLearner:
+    """The reference learner itself, or a fast learner holding its networks."""
+    if path == "reference":
+        return reference
+    gradients = "autograd" if path == "fast-autograd" else "handwritten"
+    return FastLearner.from_reference(reference, device=CPU, gradients=gradients)
+
+
 def make_reference(**overrides: object) -> ReferenceLearner:
     torch.manual_seed(0)
     args = Args(batch_size=BATCH, **overrides)  # type: ignore[arg-type]
@@ -137,12 +148,10 @@ def test_polyak_update_is_tau_weighted():
     torch.testing.assert_close(target[1], torch.full((2,), 0.1 * 3 + 0.9 * 1))
 
 
-@pytest.mark.parametrize("path", ["reference", "fast"])
+@pytest.mark.parametrize("path", PATHS)
 def test_learner_target_update_is_polyak_with_tau(path):
     reference = make_reference(tau=0.25)
-    learner = (
-        reference if path == "reference" else FastLearner.from_reference(reference, device=CPU)
-    )
+    learner = learner_on(reference, path)
     target_before = [p.detach().clone() for p in _critic_tensors(learner, target=True)]
     schedule = update_schedule(
         5002, learning_starts=5000, policy_frequency=2, target_network_frequency=1
@@ -166,12 +175,10 @@ def test_schedule_follows_cleanrl():
     assert [s for s in range(0, 400) if update_schedule(s, **kwargs).log] == [100, 200, 300]
 
 
-@pytest.mark.parametrize("path", ["reference", "fast"])
+@pytest.mark.parametrize("path", PATHS)
 def test_policy_frequency_actor_updates_every_policy_frequency_steps(path):
     reference = make_reference(policy_frequency=3)
-    learner = (
-        reference if path == "reference" else FastLearner.from_reference(reference, device=CPU)
-    )
+    learner = learner_on(reference, path)
     generator = torch.Generator().manual_seed(1)
     for global_step in range(5001, 5013):  # 5001..5012: actor updates at 5001, 5004, 5007, 5010
         schedule = update_schedule(global_step, learning_starts=5000, policy_frequency=3,
@@ -184,12 +191,10 @@ def test_policy_frequency_actor_updates_every_policy_frequency_steps(path):
     assert critic_steps == {12}  # one critic update per step
 
 
-@pytest.mark.parametrize("path", ["reference", "fast"])
+@pytest.mark.parametrize("path", PATHS)
 def test_alpha_loss_uses_log_pi_of_the_updated_actor(path):
     reference = make_reference()
-    learner = (
-        reference if path == "reference" else FastLearner.from_reference(reference, device=CPU)
-    )
+    learner = learner_on(reference, path)
     actor_before = copy.deepcopy(learner.actor)
     log_alpha_before = learner.log_alpha.detach().clone()
     batch = random_batch(torch.Generator().manual_seed(2))
@@ -219,10 +224,11 @@ def test_alpha_loss_uses_log_pi_of_the_updated_actor(path):
     assert abs(reported - alpha_loss_with(actor_before)) > 1e-4
 
 
-def test_fast_and_reference_updates_are_equivalent():
+@pytest.mark.parametrize("gradients", ["handwritten", "autograd"])
+def test_fast_and_reference_updates_are_equivalent(gradients):
     """The equivalence test of the speed issue: same state, same batches, several steps."""
     reference = make_reference()
-    fast = FastLearner.from_reference(reference, device=CPU)
+    fast = FastLearner.from_reference(reference, device=CPU, gradients=gradients)
     generator = torch.Generator().manual_seed(5)
     for offset, global_step in enumerate(range(5001, 5009)):
         batch = random_batch(generator)
@@ -243,14 +249,17 @@ def test_fast_and_reference_updates_are_equivalent():
     torch.testing.assert_close(fast.log_alpha, reference.log_alpha, rtol=1e-5, atol=1e-6)
 
 
-def test_fixed_alpha_is_never_tuned():
+@pytest.mark.parametrize("gradients", ["handwritten", "autograd"])
+def test_fixed_alpha_is_never_tuned(gradients):
     reference = make_reference(autotune=False, alpha=0.3)
     schedule = update_schedule(
         5002, learning_starts=5000, policy_frequency=2, target_network_frequency=1
     )
     metrics = reference.update(random_batch(torch.Generator().manual_seed(0)), schedule)
     assert "alpha_loss" not in metrics and float(metrics["alpha"]) == pytest.approx(0.3)
-    fast = FastLearner.from_reference(make_reference(autotune=False, alpha=0.3), device=CPU)
+    fast = FastLearner.from_reference(
+        make_reference(autotune=False, alpha=0.3), device=CPU, gradients=gradients
+    )
     fast_metrics = fast.update(random_batch(torch.Generator().manual_seed(0)), schedule)
     assert "alpha_loss" not in fast_metrics and float(fast_metrics["alpha"]) == pytest.approx(0.3)
 

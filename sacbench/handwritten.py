@@ -1,0 +1,292 @@
+"""Hand-written gradients for the fast path: the same SAC update without torch.autograd.
+
+Every network here is a two-hidden-layer ReLU MLP, so each gradient is a few matrix products
+and masks, written out below. Compared with recording the computation for autograd, this
+- builds no graph and keeps no saved tensors beyond the activations the products need;
+- backpropagates the actor loss through each sample's smaller critic only: min(q1, q2) has a
+  zero gradient for the other member, so per actor update the critics' hidden-layer input
+  gradient is one [B, 256] x [256, 256] product split between the members instead of two;
+- computes only the gradients an optimizer uses (no critic weight gradients in the actor step,
+  no input gradients for observations).
+The mathematics, the random draws and their order are those of sacbench.fast (and so of
+CleanRL); tests/test_sac.py checks the updates against the reference path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from sacbench.adam import adam_step
+from sacbench.replay import Batch
+from sacbench.train import (
+    LOG_STD_MAX,
+    LOG_STD_MIN,
+    Actor,
+    UpdateSchedule,
+    alpha_loss_fn,
+    soft_q_target,
+)
+
+if TYPE_CHECKING:
+    from sacbench.fast import FastLearner
+
+HALF_LOG_2PI = 0.9189385332046727  # log(2 pi) / 2
+LOG_STD_HALF_RANGE = 0.5 * (LOG_STD_MAX - LOG_STD_MIN)
+_relu_backward = torch.ops.aten.threshold_backward.grad_input
+
+
+def relu_backward_(gradient: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
+    """The gradient through a ReLU, in place: zero where the ReLU's output is zero."""
+    return _relu_backward(gradient, activation, 0, grad_input=gradient)
+
+
+@dataclass(frozen=True)
+class PolicyForward:
+    """The actor's activations on a batch of observations, kept for its backward pass."""
+
+    observations: torch.Tensor
+    hidden1: torch.Tensor
+    hidden2: torch.Tensor
+    mean: torch.Tensor
+    log_std_tanh: torch.Tensor  # tanh of the log-std head's output
+    log_std: torch.Tensor
+
+
+def policy_forward(actor: Actor, observations: torch.Tensor) -> PolicyForward:
+    """sacbench.train.Actor.forward, keeping what the backward pass needs."""
+    hidden1 = torch.addmm(actor.fc1.bias, observations, actor.fc1.weight.t()).relu_()
+    hidden2 = torch.addmm(actor.fc2.bias, hidden1, actor.fc2.weight.t()).relu_()
+    mean = torch.addmm(actor.fc_mean.bias, hidden2, actor.fc_mean.weight.t())
+    log_std_tanh = torch.addmm(actor.fc_logstd.bias, hidden2, actor.fc_logstd.weight.t()).tanh_()
+    log_std = LOG_STD_MIN + LOG_STD_HALF_RANGE * (log_std_tanh + 1)
+    return PolicyForward(observations, hidden1, hidden2, mean, log_std_tanh, log_std)
+
+
+@dataclass(frozen=True)
+class SquashedSample:
+    """One reparameterised draw from the squashed Gaussian, with what its gradient needs."""
+
+    action: torch.Tensor
+    log_prob: torch.Tensor  # [B, 1]
+    noise: torch.Tensor
+    std: torch.Tensor
+    squashed: torch.Tensor  # tanh(mean + std * noise)
+
+
+def squashed_sample(actor: Actor, policy: PolicyForward) -> SquashedSample:
+    """The same draw and value as sacbench.fast.squashed_sample."""
+    noise = torch.randn_like(policy.mean)
+    std = policy.log_std.exp()
+    squashed = torch.tanh(policy.mean + noise * std)
+    action = squashed * actor.action_scale + actor.action_bias
+    log_prob = -0.5 * noise.pow(2) - policy.log_std - HALF_LOG_2PI
+    log_prob -= torch.log(actor.action_scale * (1 - squashed.pow(2)) + 1e-6)
+    return SquashedSample(action, log_prob.sum(1, keepdim=True), noise, std, squashed)
+
+
+def policy_gradients(
+    actor: Actor,
+    policy: PolicyForward,
+    sample: SquashedSample,
+    *,
+    action_gradient: torch.Tensor,
+    log_prob_gradient: torch.Tensor | float,
+) -> tuple[torch.Tensor, ...]:
+    """Gradients of a loss with d loss / d action = `action_gradient` [B, A] and d loss /
+    d log_prob_b = `log_prob_gradient` (the same for every sample), in actor.parameters() order.
+    """
+    scale = actor.action_scale
+    one_minus_squared = 1 - sample.squashed.pow(2)
+    # log_prob_b contains -sum_j log(scale (1 - y^2) + 1e-6), whose derivative in y is
+    # 2 scale y / (scale (1 - y^2) + 1e-6); noise^2 / 2 is a constant of the parameters.
+    d_squashed = action_gradient * scale + log_prob_gradient * (
+        2 * scale * sample.squashed / (scale * one_minus_squared + 1e-6)
+    )
+    d_mean = d_squashed * one_minus_squared
+    d_log_std = d_mean * sample.std * sample.noise - log_prob_gradient
+    d_head = d_log_std * (LOG_STD_HALF_RANGE * (1 - policy.log_std_tanh.pow(2)))
+    d_hidden2 = torch.mm(d_mean, actor.fc_mean.weight).addmm_(d_head, actor.fc_logstd.weight)
+    relu_backward_(d_hidden2, policy.hidden2)
+    d_hidden1 = torch.mm(d_hidden2, actor.fc2.weight)
+    relu_backward_(d_hidden1, policy.hidden1)
+    return (
+        torch.mm(d_hidden1.t(), policy.observations),
+        d_hidden1.sum(0),
+        torch.mm(d_hidden2.t(), policy.hidden1),
+        d_hidden2.sum(0),
+        torch.mm(d_mean.t(), policy.hidden2),
+        d_mean.sum(0),
+        torch.mm(d_head.t(), policy.hidden2),
+        d_head.sum(0),
+    )
+
+
+@dataclass(frozen=True)
+class CriticForward:
+    """The ensemble's activations, [members, B, hidden] each, and its Q-values [members, B]."""
+
+    hidden1: torch.Tensor
+    hidden2: torch.Tensor
+    q: torch.Tensor
+
+
+def critic_forward(critic: torch.nn.Module, first_layer: torch.Tensor) -> CriticForward:
+    """The ensemble from its first layer's output before the ReLU (overwritten in place)."""
+    (_, w2, w3), (_, b2, b3) = critic.weights, critic.biases
+    hidden1 = first_layer.relu_()
+    hidden2 = torch.baddbmm(b2, hidden1, w2).relu_()
+    # A batched product with one output column runs several times slower than multiply + sum.
+    q = (hidden2 * w3.transpose(1, 2)).sum(2) + b3.view(-1, 1)
+    return CriticForward(hidden1, hidden2, q)
+
+
+def critic_inputs(observations: torch.Tensor, actions: torch.Tensor, members: int) -> torch.Tensor:
+    """The concatenated input, expanded (not copied) along the member axis."""
+    inputs = torch.cat([observations, actions], dim=1)
+    return inputs.expand(members, *inputs.shape)
+
+
+def critic_values(
+    critic: torch.nn.Module, observations: torch.Tensor, actions: torch.Tensor
+) -> CriticForward:
+    w1, b1 = critic.weights[0], critic.biases[0]
+    inputs = critic_inputs(observations, actions, w1.shape[0])
+    return critic_forward(critic, torch.baddbmm(b1, inputs, w1))
+
+
+def critic_loss_gradients(
+    critic: torch.nn.Module,
+    inputs: torch.Tensor,
+    forward: CriticForward,
+    targets: torch.Tensor,
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """Gradients of sum over members of mean_b (q - target)^2, in critic.parameters() order
+    (weights, then biases), and the [5] metrics q1, q2, loss1, loss2, loss / 2."""
+    (_, w2, w3) = critic.weights
+    members, batch = forward.q.shape
+    error = forward.q - targets
+    per_member = error.pow(2).mean(1)
+    d_q = error.mul_(2.0 / batch).unsqueeze(2)  # [members, B, 1]
+    d_hidden2 = d_q * w3.transpose(1, 2)
+    relu_backward_(d_hidden2, forward.hidden2)
+    d_hidden1 = torch.bmm(d_hidden2, w2.transpose(1, 2))
+    relu_backward_(d_hidden1, forward.hidden1)
+    gradients = (
+        torch.bmm(inputs.transpose(1, 2), d_hidden1),
+        torch.bmm(forward.hidden1.transpose(1, 2), d_hidden2),
+        (forward.hidden2 * d_q).sum(1).unsqueeze(2),
+        d_hidden1.sum(1, keepdim=True),
+        d_hidden2.sum(1, keepdim=True),
+        d_q.sum(1, keepdim=True),
+    )
+    metrics = torch.cat([forward.q.mean(1), per_member, per_member.sum(0, keepdim=True) / 2])
+    return gradients, metrics
+
+
+def min_critic_action_gradient(
+    critic: torch.nn.Module,
+    forward: CriticForward,
+    *,
+    action_dim: int,
+    scale: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(min over members of q [B], d(scale * sum_b min_q_b)/d action [B, action_dim]).
+
+    Each sample's gradient flows through the member that attains its minimum only; the rows
+    of each member are gathered so that each product covers just those rows.
+    """
+    (w1, w2, w3) = critic.weights
+    min_q, member_of_row = forward.q.min(0)
+    batch = min_q.shape[0]
+    action_gradient = forward.q.new_empty(batch, action_dim)
+    for member in range(w1.shape[0]):
+        rows = (member_of_row == member).nonzero().squeeze(1)
+        if rows.numel() == 0:
+            continue
+        d_hidden2 = (w3[member].t() * scale).expand(rows.numel(), -1).contiguous()
+        relu_backward_(d_hidden2, forward.hidden2[member].index_select(0, rows))
+        d_hidden1 = torch.mm(d_hidden2, w2[member].t())
+        relu_backward_(d_hidden1, forward.hidden1[member].index_select(0, rows))
+        action_gradient.index_copy_(0, rows, torch.mm(d_hidden1, w1[member, -action_dim:].t()))
+    return min_q, action_gradient
+
+
+@torch.no_grad()
+def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSchedule) -> None:
+    """One step's updates (critics, then the scheduled actor and alpha updates, then the
+    targets) on `learner`'s networks and optimizers, with the gradients written out."""
+    args = learner.args
+    actor, critic, target_critic = learner.actor, learner.critic, learner.target_critic
+    observations = batch.observations
+    action_dim = batch.actions.shape[1]
+    members = critic.weights[0].shape[0]
+
+    next_policy = policy_forward(actor, batch.next_observations)
+    next_sample = squashed_sample(actor, next_policy)
+    next_q = critic_values(target_critic, batch.next_observations, next_sample.action).q
+    targets = soft_q_target(
+        rewards=batch.rewards,
+        terminations=batch.terminations,
+        next_q1=next_q[0],
+        next_q2=next_q[1],
+        next_log_pi=next_sample.log_prob.view(-1),
+        alpha=learner.alpha,
+        gamma=args.gamma,
+    )
+    inputs = critic_inputs(observations, batch.actions, members)
+    forward = critic_forward(critic, torch.baddbmm(critic.biases[0], inputs, critic.weights[0]))
+    gradients, metrics = critic_loss_gradients(critic, inputs, forward, targets)
+    adam_step(learner.q_optimizer, gradients)
+    learner.last["critic_metrics"] = metrics
+
+    if schedule.actor_updates:
+        # The critics do not change during the actor updates: their first layer's product
+        # with the observations is computed once.
+        observation_part = critic.observation_part(observations)
+        policy = policy_forward(actor, observations)
+        batch_size = observations.shape[0]
+    for _ in range(schedule.actor_updates):
+        sample = squashed_sample(actor, policy)
+        first_layer = torch.baddbmm(
+            observation_part,
+            sample.action.expand(members, *sample.action.shape),
+            critic.weights[0][:, -action_dim:],
+        )
+        # actor loss = mean_b(alpha * log_pi_b - min_q_b)
+        min_q, action_gradient = min_critic_action_gradient(
+            critic,
+            critic_forward(critic, first_layer),
+            action_dim=action_dim,
+            scale=-1.0 / batch_size,
+        )
+        alpha = learner.alpha
+        actor_loss = (alpha * sample.log_prob.view(-1) - min_q).mean()
+        adam_step(
+            learner.actor_optimizer,
+            policy_gradients(
+                actor,
+                policy,
+                sample,
+                action_gradient=action_gradient,
+                log_prob_gradient=alpha / batch_size,
+            ),
+        )
+        learner.last["actor_loss"] = actor_loss
+        # The updated actor's output on these observations: for the alpha loss, and the
+        # forward pass of the next actor update (the actor does not change in between).
+        policy = policy_forward(actor, observations)
+        if args.autotune:
+            log_pi = squashed_sample(actor, policy).log_prob
+            alpha_loss = alpha_loss_fn(
+                log_alpha=learner.log_alpha, log_pi=log_pi, target_entropy=learner.target_entropy
+            )
+            # d/dlog_alpha of mean(-exp(log_alpha) * c) is that same mean: the loss.
+            adam_step(learner.alpha_optimizer, (alpha_loss.reshape(1),))
+            learner.alpha = learner.log_alpha.detach().exp()
+            learner.last["alpha_loss"] = alpha_loss
+
+    if schedule.target_update:
+        torch._foreach_lerp_(learner._target_parameters, learner._critic_parameters, args.tau)
