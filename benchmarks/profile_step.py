@@ -8,6 +8,13 @@ torch.profiler, then splits the time into
 - overhead: the rest of the wall time (Python, autograd engine, dispatcher, allocator).
 The unprofiled time per update is printed too, since the profiler itself adds overhead per op.
 
+The profiler also inflates the elementwise operations on fresh [2, 256, 256] tensors several
+times over, so for the hand-written gradients (the default) the script first times each stage
+of the update without it: every function of sacbench.handwritten that the update calls is
+wrapped in a wall-clock timer (on CPU each call is synchronous), and the rest of the update
+(the first layers' products, the target lerp, the small operations in between) is reported
+as the remainder.
+
     python benchmarks/profile_step.py                       # HalfCheetah-v4 shapes
     python benchmarks/profile_step.py --env Humanoid-v4 --top 20
 """
@@ -19,12 +26,15 @@ import os
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
 from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
+from sacbench import handwritten
 from sacbench.args import Args
 from sacbench.envs import ENV_SHAPES
 from sacbench.fast import FastLearner
@@ -33,6 +43,18 @@ from sacbench.train import update_schedule
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 LEARNING_STARTS = 5_000
+TIMED_STAGES = (
+    "policy_forward",
+    "squashed_sample",
+    "soft_q_target",
+    "critic_inputs",
+    "critic_forward",
+    "critic_loss_gradients",
+    "adam_step",
+    "min_critic_action_gradient",
+    "policy_gradients",
+    "alpha_loss_fn",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,10 +63,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--updates", type=int, default=20, help="profiled updates (even: 2 steps)")
     parser.add_argument("--top", type=int, default=15, help="non-GEMM ops to list")
+    parser.add_argument(
+        "--gradients",
+        choices=["handwritten", "autograd"],
+        default="handwritten",
+        help="the fast path's gradient formulation (autograd is what --compile compiles)",
+    )
     parser.add_argument("--compile", action="store_true", help="profile the compiled fast path")
     args = parser.parse_args(argv)
     if args.updates <= 0 or args.batch_size <= 0:
         parser.error("--updates and --batch-size must be positive")
+    if args.compile and args.gradients != "autograd":
+        parser.error("--compile compiles the autograd formulation: add --gradients autograd")
     return args
 
 
@@ -80,6 +110,43 @@ def random_batch(obs_dim: int, action_dim: int, batch_size: int, generator: torc
     )
 
 
+def stage_times(run_updates: Callable[[], None], count: int) -> list[list[object]]:
+    """Rows (stage, ms per update, calls per update) for `count` updates of the hand-written
+    update, each stage function of sacbench.handwritten timed in place, plus the remainder."""
+    spent: dict[str, float] = defaultdict(float)
+    calls: dict[str, int] = defaultdict(int)
+    originals = {name: getattr(handwritten, name) for name in TIMED_STAGES}
+
+    def timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - started
+                calls[name] += 1
+
+        return wrapper
+
+    for name, function in originals.items():
+        setattr(handwritten, name, timed(name, function))
+    try:
+        started = time.perf_counter()
+        run_updates()
+        total = time.perf_counter() - started
+    finally:
+        for name, function in originals.items():
+            setattr(handwritten, name, function)
+    rows: list[list[object]] = [
+        [name, f"{spent[name] / count * 1e3:.3f}", f"{calls[name] / count:.1f}"]
+        for name in sorted(spent, key=lambda stage: -spent[stage])
+    ]
+    rest = total - sum(spent.values())
+    rows.append(["rest of the update", f"{rest / count * 1e3:.3f}", ""])
+    rows.append(["whole update", f"{total / count * 1e3:.3f}", ""])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     torch.set_num_threads(1)
@@ -91,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         action_high=np.ones(action_dim, dtype=np.float32),
         args=Args(batch_size=options.batch_size, compile=options.compile),
         device=torch.device("cpu"),
+        gradients=options.gradients,
     )
     generator = torch.Generator().manual_seed(2)
     batches = [random_batch(obs_dim, action_dim, options.batch_size, generator) for _ in range(8)]
@@ -110,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     updates(options.updates, first)
     plain_ms = (time.perf_counter() - started) / options.updates * 1e3
+    stages = (
+        stage_times(lambda: updates(options.updates, first), options.updates)
+        if learner.gradients == "handwritten"
+        else None
+    )
 
     with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
         started = time.perf_counter()
@@ -137,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(
         f"{options.env} shapes (obs {obs_dim}, act {action_dim}), batch {options.batch_size}, "
-        f"1 thread, {'compiled' if options.compile else 'eager'} fast path"
+        f"1 thread, {'compiled' if options.compile else 'eager'} fast path, "
+        f"{options.gradients} gradients"
     )
     print(f"update without profiler: {plain_ms:.2f} ms; with profiler: {profiled_ms:.2f} ms\n")
     print(
@@ -163,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             tablefmt="github",
         )
     )
+    if stages is not None:
+        print("\nStages of the hand-written update, timed without the profiler:\n")
+        print(
+            tabulate(stages, headers=["stage", "ms / update", "calls / update"], tablefmt="github")
+        )
     top = sorted(other_us.items(), key=lambda item: -item[1])[: options.top]
     print()
     print(

@@ -1,11 +1,14 @@
 """Update throughput of the reference and fast SAC update paths, in one process, on one thread.
 
-Both learners start from the same networks (FastLearner.from_reference), see the same batches in
-the same order (sampled from one ReplayBuffer filled with random transitions of the task's shape)
-and run in alternating rounds, so a change in machine load hits both alike. Each round times
+Three learners: the reference path (CleanRL's computation), the fast path with its gradients
+written by hand (the default, sacbench.handwritten) and the fast path through autograd
+("fast-autograd", the formulation --compile compiles). All start from the same networks
+(FastLearner.from_reference), see the same batches in the same order (sampled from one
+ReplayBuffer filled with random transitions of the task's shape) and run in alternating rounds,
+so a change in machine load hits them alike. Each round times
 `--updates` consecutive updates of each learner, with CleanRL's schedule (policy_frequency 2: an
 actor and an alpha update pair twice every other step). The ratio is the median over rounds of
-the per-round ratio fast / reference.
+the per-round ratio path / reference.
 
     python benchmarks/update_throughput.py                      # HalfCheetah-v4 and Humanoid-v4
     python benchmarks/update_throughput.py --compile            # add a torch.compile column
@@ -47,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
     parser.add_argument("--warmup", type=int, default=10, help="untimed updates per learner")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--compile", action="store_true", help="also time the fast path compiled")
+    parser.add_argument("--compile", action="store_true", help="also time fast-autograd compiled")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     for name in ("batch_size", "policy_frequency", "rounds", "updates", "threads"):
@@ -89,9 +92,11 @@ def make_learners(
     reference = ReferenceLearner(
         obs_dim=obs_dim, action_low=low, action_high=high, args=args, device=torch.device("cpu")
     )
+    cpu = torch.device("cpu")
     learners: dict[str, Learner] = {
         "reference": reference,
-        "fast": FastLearner.from_reference(reference, device=torch.device("cpu")),
+        "fast-autograd": FastLearner.from_reference(reference, device=cpu, gradients="autograd"),
+        "fast": FastLearner.from_reference(reference, device=cpu, gradients="handwritten"),
     }
     if compile_too:
         compiled = FastLearner(
@@ -101,7 +106,7 @@ def make_learners(
             args=dataclasses.replace(args, compile=True),
             device=torch.device("cpu"),
         )
-        compiled.load_state_dict(copy.deepcopy(learners["fast"].state_dict()))
+        compiled.load_state_dict(copy.deepcopy(learners["fast-autograd"].state_dict()))
         learners["fast+compile"] = compiled
     return learners
 

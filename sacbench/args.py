@@ -57,9 +57,9 @@ class Args:
     checkpoint_interval: int = 10_000
     """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1/SIGINT)"""
     update_path: Literal["fast", "reference"] = "fast"
-    """fast: ensemble critics, fused optimizers; reference: CleanRL's computation literally"""
+    """fast: ensemble critics, hand-written gradients; reference: CleanRL's computation literally"""
     compile: bool = False
-    """wrap the fast update functions in torch.compile"""
+    """compile the fast path's autograd formulation with torch.compile (for GPUs)"""
     cudagraphs: bool = False
     """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
     overwrite: bool = False

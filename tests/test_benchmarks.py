@@ -1,0 +1,46 @@
+"""The committed benchmark scripts run end to end (tiny budgets: they must work, not be fast)."""
+
+from __future__ import annotations
+
+import re
+
+from benchmarks import profile_step, update_throughput
+
+
+def test_update_throughput_compares_all_three_paths_against_the_reference(capsys):
+    status = update_throughput.main(
+        [
+            "--envs",
+            "Hopper-v4",
+            "--batch-size",
+            "16",
+            "--rounds",
+            "2",
+            "--updates",
+            "3",
+            "--warmup",
+            "1",
+        ]  # fmt: skip
+    )
+    assert status == 0
+    table = capsys.readouterr().out
+    rows = {
+        cells[2]: cells
+        for line in table.splitlines()
+        if line.startswith("| Hopper-v4")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+    assert set(rows) == {"reference", "fast-autograd", "fast"}
+    assert float(rows["reference"][5]) == 1.0
+    for cells in rows.values():
+        assert float(cells[3]) > 0 and float(cells[5]) > 0
+
+
+def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
+    assert profile_step.main(["--env", "Hopper-v4", "--batch-size", "16", "--updates", "4"]) == 0
+    out = capsys.readouterr().out
+    stages = dict(re.findall(r"^\| (\w[\w ]+?) +\| +([\d.]+) \|", out, flags=re.MULTILINE))
+    for stage in ("critic_loss_gradients", "min_critic_action_gradient", "policy_gradients",
+                  "adam_step", "whole update"):  # fmt: skip
+        assert float(stages[stage]) > 0, stage
+    assert "GEMM" in out and "handwritten gradients" in out
