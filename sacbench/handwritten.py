@@ -9,7 +9,8 @@ and masks, written out below. Compared with recording the computation for autogr
 - computes only the gradients an optimizer uses (no critic weight gradients in the actor step,
   no input gradients for observations).
 The mathematics, the random draws and their order are those of sacbench.fast (and so of
-CleanRL); tests/test_sac.py checks the updates against the reference path.
+CleanRL). tests/test_handwritten.py checks each gradient against autograd, and
+tests/test_sac.py whole updates against the reference path.
 """
 
 from __future__ import annotations
@@ -231,7 +232,6 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
     args = learner.args
     actor, critic, target_critic = learner.actor, learner.critic, learner.target_critic
     observations = batch.observations
-    action_dim = batch.actions.shape[1]
     members = critic.weights[0].shape[0]
 
     next_policy = policy_forward(actor, batch.next_observations)
@@ -253,12 +253,24 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
     learner.last["critic_metrics"] = metrics
 
     if schedule.actor_updates:
-        # The critics do not change during the actor updates: their first layer's product
-        # with the observations is computed once.
-        observation_part = critic.observation_part(observations)
-        policy = policy_forward(actor, observations)
-        batch_size = observations.shape[0]
-    for _ in range(schedule.actor_updates):
+        _actor_and_alpha_updates(learner, observations, count=schedule.actor_updates)
+
+    if schedule.target_update:
+        torch._foreach_lerp_(learner._target_parameters, learner._critic_parameters, args.tau)
+
+
+def _actor_and_alpha_updates(
+    learner: FastLearner, observations: torch.Tensor, *, count: int
+) -> None:
+    """`count` actor updates, each followed by its alpha update when alpha is tuned."""
+    actor, critic = learner.actor, learner.critic
+    members, action_dim = critic.weights[0].shape[0], actor.fc_mean.out_features
+    batch_size = observations.shape[0]
+    # The critics do not change during the actor updates: their first layer's product with
+    # the observations is computed once.
+    observation_part = critic.observation_part(observations)
+    policy = policy_forward(actor, observations)
+    for update in range(count):
         sample = squashed_sample(actor, policy)
         first_layer = torch.baddbmm(
             observation_part,
@@ -273,7 +285,7 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
             scale=-1.0 / batch_size,
         )
         alpha = learner.alpha
-        actor_loss = (alpha * sample.log_prob.view(-1) - min_q).mean()
+        learner.last["actor_loss"] = (alpha * sample.log_prob.view(-1) - min_q).mean()
         adam_step(
             learner.actor_optimizer,
             policy_gradients(
@@ -284,11 +296,12 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
                 log_prob_gradient=alpha / batch_size,
             ),
         )
-        learner.last["actor_loss"] = actor_loss
+        if not learner.args.autotune and update + 1 == count:
+            break
         # The updated actor's output on these observations: for the alpha loss, and the
         # forward pass of the next actor update (the actor does not change in between).
         policy = policy_forward(actor, observations)
-        if args.autotune:
+        if learner.args.autotune:
             log_pi = squashed_sample(actor, policy).log_prob
             alpha_loss = alpha_loss_fn(
                 log_alpha=learner.log_alpha, log_pi=log_pi, target_entropy=learner.target_entropy
@@ -297,6 +310,3 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
             adam_step(learner.alpha_optimizer, (alpha_loss.reshape(1),))
             learner.alpha = learner.log_alpha.detach().exp()
             learner.last["alpha_loss"] = alpha_loss
-
-    if schedule.target_update:
-        torch._foreach_lerp_(learner._target_parameters, learner._critic_parameters, args.tau)

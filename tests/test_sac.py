@@ -224,10 +224,11 @@ def test_alpha_loss_uses_log_pi_of_the_updated_actor(path):
     assert abs(reported - alpha_loss_with(actor_before)) > 1e-4
 
 
+@pytest.mark.parametrize("autotune", [True, False])
 @pytest.mark.parametrize("gradients", ["handwritten", "autograd"])
-def test_fast_and_reference_updates_are_equivalent(gradients):
+def test_fast_and_reference_updates_are_equivalent(gradients, autotune):
     """The equivalence test of the speed issue: same state, same batches, several steps."""
-    reference = make_reference()
+    reference = make_reference(autotune=autotune, alpha=0.3)
     fast = FastLearner.from_reference(reference, device=CPU, gradients=gradients)
     generator = torch.Generator().manual_seed(5)
     for offset, global_step in enumerate(range(5001, 5009)):
