@@ -8,7 +8,15 @@ ratio fast / reference. The paths alternate (reference, fast, fast, reference, .
 machine load hits both alike. It also prints the replay buffer's memory at the default 1M
 capacity against the float32 size of the fields it stores.
 
+On virtual machines whose speed drifts by 10-20% over minutes, `--paired` is steadier: each
+repeat starts the reference and the fast trainer at the same time, one per core, and compares
+only the 100-step windows that both processes spent training (so the reference's tail, which
+runs alone once the fast run has finished, does not count). The two share the memory system
+while they overlap, so the absolute SPS are lower than a lone run's; the ratio of each pair is
+reported, and their median.
+
     python benchmarks/train_sps.py
+    python benchmarks/train_sps.py --paired --repeats 3
     python benchmarks/train_sps.py --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
 """
 
@@ -41,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="runs per (env, path)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--paired",
+        action="store_true",
+        help="run reference and fast at the same time (needs 2 cores); compare overlapping windows",
+    )
+    parser.add_argument(
         "--extra",
         nargs=argparse.REMAINDER,
         default=[],
@@ -57,14 +70,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.repeats <= 0:
         parser.error(f"--repeats must be positive, got {args.repeats}")
+    if args.paired and (os.cpu_count() or 1) < 2:
+        parser.error("--paired runs two trainers at once and needs at least 2 CPUs")
     return args
 
 
-def run_trainer(
+def trainer_command(
     run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
-) -> tuple[float, int, float]:
-    """(median steady SPS, peak RSS in bytes, wall seconds) of one trainer process."""
-    command = [
+) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "sacbench.train",
@@ -88,18 +102,81 @@ def run_trainer(
         str(run_dir),
         *(options.extra if path == "fast" else []),
     ]
-    started = time.time()
+
+
+def start_trainer(
+    run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
+) -> subprocess.Popen:
+    command = trainer_command(run_dir, env_id=env_id, path=path, options=options)
     with open(run_dir.with_suffix(".log"), "w") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        _, status, usage = os.wait4(child.pid, 0)
+        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+
+
+def finish_trainer(child: subprocess.Popen, run_dir: Path) -> int:
+    """Wait for the child; its peak RSS in bytes. Exits with the log's tail if it failed."""
+    _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
         log_text = run_dir.with_suffix(".log").read_text()[-2000:]
-        raise SystemExit(f"{' '.join(command)} failed ({child.returncode}):\n{log_text}")
+        raise SystemExit(
+            f"{' '.join(map(str, child.args))} failed ({child.returncode}):\n{log_text}"
+        )
+    return usage.ru_maxrss * 1024
+
+
+def steady_windows(run_dir: Path) -> list[tuple[float, float, float]]:
+    """(start wall time, end wall time, steps/s) of each training window after the first."""
     scalars = read_run_scalars(run_dir)
     steady = scalars[scalars["tag"] == "charts/steady_SPS"].sort_values("step")
-    values = list(steady["value"])[1:]  # the first window still holds the random-action phase
-    return statistics.median(values), usage.ru_maxrss * 1024, time.time() - started
+    ends = list(steady["wall_time"])
+    rates = list(steady["value"])
+    # The first window still holds the random-action phase; each later one starts where the
+    # previous one ended.
+    return [(ends[i - 1], ends[i], rates[i]) for i in range(1, len(ends))]
+
+
+def run_trainer(
+    run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
+) -> tuple[float, int, float]:
+    """(median steady SPS, peak RSS in bytes, wall seconds) of one trainer process."""
+    started = time.time()
+    peak_rss = finish_trainer(
+        start_trainer(run_dir, env_id=env_id, path=path, options=options), run_dir
+    )
+    rates = [rate for _, _, rate in steady_windows(run_dir)]
+    return statistics.median(rates), peak_rss, time.time() - started
+
+
+def run_pair(
+    scratch: Path, *, env_id: str, repeat: int, options: argparse.Namespace
+) -> dict[str, tuple[float, int, float]]:
+    """Both paths at once; per path (median steady SPS over the windows both spent training,
+    peak RSS, wall seconds)."""
+    started = time.time()
+    run_dirs = {path: scratch / f"{env_id}-{path}-paired-{repeat}" for path in PATHS}
+    children = {
+        path: start_trainer(run_dirs[path], env_id=env_id, path=path, options=options)
+        for path in PATHS
+    }
+    peak = {path: finish_trainer(children[path], run_dirs[path]) for path in PATHS}
+    wall = time.time() - started
+    windows = {path: steady_windows(run_dirs[path]) for path in PATHS}
+    overlap_start = max(path_windows[0][0] for path_windows in windows.values())
+    overlap_end = min(path_windows[-1][1] for path_windows in windows.values())
+    out = {}
+    for path in PATHS:
+        inside = [
+            rate
+            for start, end, rate in windows[path]
+            if start >= overlap_start and end <= overlap_end
+        ]
+        if not inside:
+            raise SystemExit(
+                f"{env_id}: the two runs never trained at the same time for a whole window; "
+                "raise --total-timesteps"
+            )
+        out[path] = (statistics.median(inside), peak[path], wall)
+    return out
 
 
 def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:
@@ -126,9 +203,23 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     load_before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
+    pair_ratios: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="sacbench-sps-") as scratch:
         for env_id in options.envs:
             for repeat in range(options.repeats):
+                if options.paired:
+                    pair = run_pair(Path(scratch), env_id=env_id, repeat=repeat, options=options)
+                    for path, result in pair.items():
+                        results.setdefault((env_id, path), []).append(result)
+                    ratio = pair["fast"][0] / pair["reference"][0]
+                    pair_ratios.setdefault(env_id, []).append(ratio)
+                    print(
+                        f"{env_id} pair #{repeat}: steady SPS reference "
+                        f"{pair['reference'][0]:.1f}, fast {pair['fast'][0]:.1f} "
+                        f"(x{ratio:.2f}), {pair['fast'][2]:.0f} s",
+                        flush=True,
+                    )
+                    continue
                 order = PATHS if repeat % 2 == 0 else PATHS[::-1]
                 for path in order:
                     run_dir = Path(scratch) / f"{env_id}-{path}-{repeat}"
@@ -146,12 +237,18 @@ def main(argv: list[str] | None = None) -> int:
         for path in PATHS:
             runs = results[(env_id, path)]
             sps = statistics.median(r[0] for r in runs)
+            # Paired: the median of the per-pair ratios; otherwise the ratio of the medians.
+            ratio = (
+                (statistics.median(pair_ratios[env_id]) if path == "fast" else 1.0)
+                if options.paired
+                else sps / reference_sps
+            )
             rows.append(
                 [
                     env_id,
                     path,
                     f"{sps:.1f}",
-                    f"{sps / reference_sps:.2f}",
+                    f"{ratio:.2f}",
                     f"{max(r[1] for r in runs) / 2**20:.0f}",
                 ]
             )
@@ -166,7 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\n{options.total_timesteps} steps, learning_starts {options.learning_starts}, "
         f"1 thread, median of charts/steady_SPS over the training windows, "
-        f"{options.repeats} run(s) per cell; load average before/after "
+        f"{options.repeats} run(s) per cell"
+        f"{' (paired: both paths at once, overlapping windows only)' if options.paired else ''}"
+        f"; load average before/after "
         f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} CPUs"
     )
     print("\nReplay buffer memory (preallocated; pages are touched as rows are written):")
