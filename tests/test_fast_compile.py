@@ -55,24 +55,22 @@ def run_updates(learner: FastLearner, steps: range, data: list[Batch]) -> list[d
     return out
 
 
-def test_compile_refuses_the_handwritten_gradients():
-    with pytest.raises(ValueError, match="gradients='autograd'"):
+@pytest.mark.parametrize(
+    ("args", "gradients", "message"),
+    [
+        (Args(compile=True), "handwritten", "gradients='autograd'"),
+        (Args(), "by-hand", "'by-hand'"),
+    ],
+)
+def test_fast_learner_refuses_gradients_it_cannot_run(args, gradients, message):
+    with pytest.raises(ValueError, match=message):
         FastLearner(
             obs_dim=OBS_DIM,
             action_low=LOW,
             action_high=HIGH,
             device=CPU,
-            args=Args(compile=True),
-            gradients="handwritten",
-        )
-    with pytest.raises(ValueError, match="'by-hand'"):
-        FastLearner(
-            obs_dim=OBS_DIM,
-            action_low=LOW,
-            action_high=HIGH,
-            device=CPU,
-            args=Args(),
-            gradients="by-hand",  # type: ignore[arg-type]
+            args=args,
+            gradients=gradients,
         )
 
 
