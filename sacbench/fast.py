@@ -375,9 +375,13 @@ class FastLearner:
                 self.last["alpha_loss"] = alpha_loss
 
         if schedule.target_update:
-            with torch.no_grad():
-                torch._foreach_lerp_(self._target_parameters, self._critic_parameters, args.tau)
+            self.update_targets()
         return self.metrics()
+
+    @torch.no_grad()
+    def update_targets(self) -> None:
+        """target <- target + tau * (online - target), for every critic tensor in one call."""
+        torch._foreach_lerp_(self._target_parameters, self._critic_parameters, self.args.tau)
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """CleanRL's loss tags; the critic ones are unpacked from one stacked tensor."""

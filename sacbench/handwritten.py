@@ -256,7 +256,7 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
         _actor_and_alpha_updates(learner, observations, count=schedule.actor_updates)
 
     if schedule.target_update:
-        torch._foreach_lerp_(learner._target_parameters, learner._critic_parameters, args.tau)
+        learner.update_targets()
 
 
 def _actor_and_alpha_updates(
