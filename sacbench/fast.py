@@ -30,17 +30,15 @@ What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner
 
 from __future__ import annotations
 
-import math
 from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from sacbench.adam import adam_step, create_missing_adam_state, prepared_adam
 from sacbench.args import Args
-from sacbench.handwritten import handwritten_update
+from sacbench.handwritten import handwritten_update, policy_forward, squashed_sample
 from sacbench.replay import Batch
 from sacbench.train import (
     Actor,
@@ -49,10 +47,7 @@ from sacbench.train import (
     actor_loss_fn,
     alpha_loss_fn,
     soft_q_target,
-    squash_log_std,
 )
-
-HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class EnsembleCritic(nn.Module):
@@ -132,35 +127,18 @@ class EnsembleCritic(nn.Module):
 
 
 def policy_outputs(actor: Actor, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, log_std) - sacbench.train.Actor.forward with its activations computed in place."""
-    x = F.linear(observations, actor.fc1.weight, actor.fc1.bias).relu_()
-    x = F.linear(x, actor.fc2.weight, actor.fc2.bias).relu_()
-    mean = F.linear(x, actor.fc_mean.weight, actor.fc_mean.bias)
-    return mean, squash_log_std(F.linear(x, actor.fc_logstd.weight, actor.fc_logstd.bias))
-
-
-def squashed_sample(
-    actor: Actor, mean: torch.Tensor, log_std: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action, log_prob [B, 1]) from one standard-normal draw shaped like `mean`.
-
-    The same draw and value as sacbench.train.sample_action: x = mean + std * noise, and
-    log N(x; mean, std) = -noise^2 / 2 - log_std - log(2 pi) / 2, minus the tanh correction.
-    """
-    noise = torch.randn_like(mean)
-    y_t = torch.tanh(mean + noise * log_std.exp())
-    action = y_t * actor.action_scale + actor.action_bias
-    log_prob = -0.5 * noise.pow(2) - log_std - HALF_LOG_2PI
-    log_prob = log_prob - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
-    return action, log_prob.sum(1, keepdim=True)
+    """(mean, log_std): sacbench.train.Actor.forward, recorded by autograd when it is enabled."""
+    policy = policy_forward(actor, observations)
+    return policy.mean, policy.log_std
 
 
 def sample_action_fast(
     actor: Actor, observations: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(action, log_prob [B, 1]) - the same draw and value as sacbench.train.sample_action."""
-    mean, log_std = policy_outputs(actor, observations)
-    return squashed_sample(actor, mean, log_std)
+    policy = policy_forward(actor, observations)
+    sample = squashed_sample(actor, policy.mean, policy.log_std)
+    return sample.action, sample.log_prob
 
 
 def critic_step_losses(
@@ -209,7 +187,8 @@ def actor_step_loss(
     observation_part: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The actor loss, given the actor's (mean, log_std) on `observations` (with their graph)."""
-    pi, log_pi = squashed_sample(actor, mean, log_std)
+    sample = squashed_sample(actor, mean, log_std)
+    pi, log_pi = sample.action, sample.log_prob
     q_pi = critic(observations, pi, detach_weights=True, observation_part=observation_part)
     min_q_pi = q_pi.min(dim=0).values
     return actor_loss_fn(alpha=alpha, log_pi=log_pi, min_q_pi=min_q_pi.view(-1, 1))
@@ -365,7 +344,7 @@ class FastLearner:
                 if another_follows:
                     policy = (mean, log_std)
                 with torch.no_grad():
-                    _, log_pi = squashed_sample(self.actor, mean.detach(), log_std.detach())
+                    log_pi = squashed_sample(self.actor, mean.detach(), log_std.detach()).log_prob
                     alpha_loss = alpha_loss_fn(
                         log_alpha=self.log_alpha, log_pi=log_pi, target_entropy=self.target_entropy
                     )

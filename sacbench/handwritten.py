@@ -58,7 +58,8 @@ class PolicyForward:
 
 
 def policy_forward(actor: Actor, observations: torch.Tensor) -> PolicyForward:
-    """sacbench.train.Actor.forward, keeping what the backward pass needs."""
+    """sacbench.train.Actor.forward, keeping what the backward pass needs (and differentiable:
+    the activations are computed in place where their backward does not read the input)."""
     hidden1 = torch.addmm(actor.fc1.bias, observations, actor.fc1.weight.t()).relu_()
     hidden2 = torch.addmm(actor.fc2.bias, hidden1, actor.fc2.weight.t()).relu_()
     mean = torch.addmm(actor.fc_mean.bias, hidden2, actor.fc_mean.weight.t())
@@ -80,16 +81,20 @@ class SquashedSample:
     jacobian: torch.Tensor  # action_scale * (1 - y^2) + 1e-6, whose log log_prob subtracts
 
 
-def squashed_sample(actor: Actor, policy: PolicyForward) -> SquashedSample:
-    """The same draw and value as sacbench.fast.squashed_sample, in fewer (fused) operations:
-    log_prob = -sum_j (noise^2 / 2 + log_std + log(jacobian)) - action_dim * log(2 pi) / 2."""
-    noise = torch.randn_like(policy.mean)
-    std = policy.log_std.exp()
-    squashed = torch.addcmul(policy.mean, noise, std).tanh_()
+def squashed_sample(actor: Actor, mean: torch.Tensor, log_std: torch.Tensor) -> SquashedSample:
+    """One standard-normal draw shaped like `mean`: the same draw and value as
+    sacbench.train.sample_action, with log N(x; mean, std) written out, so that
+    log_prob = -sum_j (noise^2 / 2 + log_std + log(jacobian)) - action_dim * log(2 pi) / 2.
+
+    Differentiable too (the autograd formulation in sacbench.fast records it): the in-place
+    operations only overwrite results that their own backward does not read."""
+    noise = torch.randn_like(mean)
+    std = log_std.exp()
+    squashed = torch.addcmul(mean, noise, std).tanh_()
     action = torch.addcmul(actor.action_bias, squashed, actor.action_scale)
     one_minus_squared = 1 - squashed.square()
     jacobian = torch.mul(one_minus_squared, actor.action_scale).add_(1e-6)
-    per_dimension = torch.addcmul(policy.log_std, noise, noise, value=0.5).add_(jacobian.log())
+    per_dimension = torch.addcmul(log_std, noise, noise, value=0.5).add_(jacobian.log())
     log_prob = torch.sum(per_dimension, 1, keepdim=True).neg_()
     log_prob -= noise.shape[1] * HALF_LOG_2PI
     return SquashedSample(action, log_prob, noise, std, squashed, one_minus_squared, jacobian)
@@ -235,7 +240,7 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
     members = critic.weights[0].shape[0]
 
     next_policy = policy_forward(actor, batch.next_observations)
-    next_sample = squashed_sample(actor, next_policy)
+    next_sample = squashed_sample(actor, next_policy.mean, next_policy.log_std)
     next_q = critic_values(target_critic, batch.next_observations, next_sample.action).q
     targets = soft_q_target(
         rewards=batch.rewards,
@@ -271,7 +276,7 @@ def _actor_and_alpha_updates(
     observation_part = critic.observation_part(observations)
     policy = policy_forward(actor, observations)
     for update in range(count):
-        sample = squashed_sample(actor, policy)
+        sample = squashed_sample(actor, policy.mean, policy.log_std)
         first_layer = torch.baddbmm(
             observation_part,
             sample.action.expand(members, *sample.action.shape),
@@ -302,7 +307,7 @@ def _actor_and_alpha_updates(
         # forward pass of the next actor update (the actor does not change in between).
         policy = policy_forward(actor, observations)
         if learner.args.autotune:
-            log_pi = squashed_sample(actor, policy).log_prob
+            log_pi = squashed_sample(actor, policy.mean, policy.log_std).log_prob
             alpha_loss = alpha_loss_fn(
                 log_alpha=learner.log_alpha, log_pi=log_pi, target_entropy=learner.target_entropy
             )

@@ -67,7 +67,7 @@ def test_policy_gradients_match_autograd_through_the_reference_sampler(log_prob_
     torch.manual_seed(5)  # the same standard-normal draw
     with torch.no_grad():
         policy = policy_forward(actor, observations)
-        sample = squashed_sample(actor, policy)
+        sample = squashed_sample(actor, policy.mean, policy.log_std)
         got = policy_gradients(
             actor,
             policy,
