@@ -25,6 +25,9 @@ if [[ ! -x .venv/bin/python ]]; then
   echo "creating .venv with $interpreter ($("$interpreter" --version))"
   "$interpreter" -m venv .venv
 fi
+# A pinned pip: older ones download every wheel to read its metadata in a dry run, which makes
+# scripts/check_lock_resolves.py fetch gigabytes.
+.venv/bin/python -m pip install --quiet pip==26.3
 .venv/bin/python -m pip install --quiet -r requirements.lock
 .venv/bin/python -m pip install --quiet --no-deps -e .
 echo "ready: . .venv/bin/activate"

@@ -58,8 +58,14 @@ def test_env_pins_equal_the_lock(env_file: Path):
     lock = lock_versions()
     for name, version in pip_pins(env_file).items():
         assert name in lock, f"{env_file.name}: {name} is not in requirements.lock"
-        # The lock holds the CPU build (2.13.0+cpu); a conda env takes the same release.
-        assert lock[name].split("+")[0] == version, f"{env_file.name}: {name}=={version}"
+        assert lock[name] == version, f"{env_file.name}: {name}=={version}"
+
+
+def test_lock_pins_are_public_releases():
+    """No local version labels (such as torch's +cpu): the public index serves none, so such a
+    pin breaks every install outside a machine that keeps the wheel on disk."""
+    labelled = {name: version for name, version in lock_versions().items() if "+" in version}
+    assert not labelled, f"requirements.lock pins local builds: {labelled}"
 
 
 @pytest.mark.parametrize("env_file", ENV_FILES, ids=lambda path: path.name)
