@@ -3,7 +3,9 @@
 One panel per task in a 3-column grid, one colour per variant, mean over seeds as a line and
 ± one (population) std over seeds as a band. The functions return matplotlib Figures and write
 nothing; ``sacbench.report plots`` saves them. Each line carries its variant name as label and a
-``gid`` of the form ``"{kind}:{variant}"`` so tests and readers can find it.
+``gid`` of the form ``"{kind}:{variant}"`` so tests and readers can find it. The pr-424 final
+return is named at the right of each panel title and drawn (gid ``"reference:pr-424"``) only
+where it lies inside the axes, so no text covers data and every legend entry is drawn.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ matplotlib.use("Agg")  # headless: the pipeline renders on compute nodes without
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import reference  # noqa: E402
 from sacbench.tables import (  # noqa: E402
@@ -32,6 +35,11 @@ from sacbench.tables import (  # noqa: E402
 COLUMNS = 3
 GRID_POINTS = 200
 DEFAULT_SMOOTHING_EPISODES = 10
+REFERENCE_LINE_LABEL = f"{REFERENCE_LABEL} final return (1M steps)"
+REFERENCE_NOTE = (
+    f"right of each title: {REFERENCE_LABEL}'s published final return after 1M steps, dashed "
+    "where inside the axis range, else ↑ above or ↓ below it"
+)
 
 
 def _grid(runset: RunSet) -> tuple[Figure, list[plt.Axes]]:
@@ -45,7 +53,8 @@ def _grid(runset: RunSet) -> tuple[Figure, list[plt.Axes]]:
     for axis in flat[len(env_ids) :]:
         axis.remove()
     for axis, env_id in zip(flat, env_ids, strict=False):
-        axis.set_title(env_id)
+        # Left-aligned, so the right-hand side of the title line can carry the reference value.
+        axis.set_title(env_id, loc="left", fontsize=10)
         axis.grid(alpha=0.3)
     return figure, flat[: len(env_ids)]
 
@@ -112,40 +121,37 @@ def _band(
     )
 
 
-def _reference_line(axis: plt.Axes, env_id: str, *, max_step: float | None) -> None:
-    """The pr-424 final return as a dashed line; for runs far shorter than 1M steps the axis keeps
-    the data's range and a label points at the off-scale line instead of flattening the curves."""
+def _reference_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) -> None:
+    """The pr-424 final return: its value in the panel's right-hand title, outside the data, and
+    a dashed line where it falls inside the axis range. For runs of at least half of 1M steps the
+    axis grows to take it in; shorter runs keep their own range, or their curves would flatten,
+    and the title says on which side the off-scale value lies."""
     published = reference.PR424.get(env_id)
     if published is None:
         return
+    value = published.return_mean
     has_data = bool(axis.lines)
     low, high = axis.get_ylim()
-    line = axis.axhline(
-        published.return_mean,
-        color="0.35",
-        linestyle="--",
-        linewidth=1.0,
-        label=f"{REFERENCE_LABEL} final return (1M steps)",
-    )
-    line.set_gid(f"reference:{REFERENCE_LABEL}")
-    short_runs = max_step is not None and max_step < 0.5 * reference.PR424_STEPS
-    if has_data and short_runs and not low <= published.return_mean <= high:
-        axis.set_ylim(low, high)
-        above = published.return_mean > high
-        axis.annotate(
-            f"{REFERENCE_LABEL} final: {published.return_mean:g} {'↑' if above else '↓'}",
-            xy=(0.98, 0.96 if above else 0.04),
-            xycoords="axes fraction",
-            ha="right",
-            va="top" if above else "bottom",
-            fontsize=8,
-            color="0.35",
+    long_runs = steps_done is None or steps_done >= 0.5 * reference.PR424_STEPS
+    if long_runs or not has_data or low <= value <= high:
+        line = axis.axhline(
+            value, color="0.35", linestyle="--", linewidth=1.0, label=REFERENCE_LINE_LABEL
         )
+        line.set_gid(f"reference:{REFERENCE_LABEL}")
+        if has_data and not long_runs:
+            axis.set_ylim(low, high)  # the line is inside: keep the data's own range
+        where = "dashed"
+    else:
+        where = "above ↑" if value > high else "below ↓"
+    axis.set_title(
+        f"{REFERENCE_LABEL}: {value:,.2f} ({where})", loc="right", fontsize=8, color="0.35"
+    )
 
 
-def _max_step(runset: RunSet, env_id: str) -> float | None:
+def _steps_done(runset: RunSet, env_id: str) -> float | None:
+    """The longest run's step count (its last logged global step + 1) in a task's panel."""
     steps = [
-        float(run.scalars["step"].max())
+        float(run.scalars["step"].max()) + 1.0
         for variant in runset.selection.variants
         for run in runset.runs_of(variant, env_id)
         if not run.scalars.empty
@@ -160,21 +166,49 @@ def _missing_note(runset: RunSet) -> str:
     return f"\nLeft out (missing or unreadable): {labels}"
 
 
-def _finish(figure: Figure, axes: list[plt.Axes], *, title: str, xlabel: str, ylabel: str) -> None:
+def _step_text(step: float, _position: int | None = None) -> str:
+    """Step ticks as 500, 1.5k, 200k, 1M: seven-digit numbers crowd a 3-column grid."""
+    for size, suffix in ((1e6, "M"), (1e3, "k")):
+        if abs(step) >= size:
+            return f"{step / size:g}{suffix}"
+    return f"{step:g}"
+
+
+def _reference_note(runset: RunSet) -> str:
+    if not any(env_id in reference.PR424 for env_id in runset.selection.env_ids):
+        return ""
+    return "\n" + REFERENCE_NOTE
+
+
+def _finish(
+    figure: Figure,
+    axes: list[plt.Axes],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    steps_on_x: bool = False,
+    legend_columns: int = 3,
+) -> None:
+    """Labels, the shared legend (only of what some panel draws) below the grid, and layout."""
     handles, labels = [], []
     for index, axis in enumerate(axes):
         axis.set_xlabel(xlabel, fontsize=9)
         if index % COLUMNS == 0:
             axis.set_ylabel(ylabel)
+        if steps_on_x:
+            axis.xaxis.set_major_formatter(FuncFormatter(_step_text))
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             if label not in labels:
                 handles.append(handle)
                 labels.append(label)
     figure.suptitle(title, fontsize=9)
-    legend_rows = math.ceil(len(labels) / 3)
+    columns = max(1, min(len(labels), legend_columns))
+    legend_rows = math.ceil(len(labels) / columns)
     bottom = (0.3 + 0.25 * legend_rows) / figure.get_figheight()
     figure.tight_layout(rect=(0, bottom, 1, 1))
-    figure.legend(handles, labels, loc="lower center", ncol=min(len(labels), 3), frameon=False)
+    if labels:
+        figure.legend(handles, labels, loc="lower center", ncol=columns, frameon=False)
 
 
 def _smoothing_text(window: int) -> str:
@@ -194,14 +228,15 @@ def returns_vs_steps(runset: RunSet, *, smoothing_episodes: int) -> Figure:
                 for run in runset.runs_of(variant, env_id)
             ]
             _band(axis, curves, colour=colours[variant], label=variant, gid=f"return:{variant}")
-        _reference_line(axis, env_id, max_step=_max_step(runset, env_id))
+        _reference_line(axis, env_id, steps_done=_steps_done(runset, env_id))
     _finish(
         figure,
         axes,
         title="Training episodic return vs global step: mean over seeds, band ± 1 std (ddof=0);\n"
-        f"{_smoothing_text(smoothing_episodes)}{_missing_note(runset)}",
+        f"{_smoothing_text(smoothing_episodes)}{_reference_note(runset)}{_missing_note(runset)}",
         xlabel="global step (environment steps)",
         ylabel="episodic return",
+        steps_on_x=True,
     )
     return figure
 
@@ -217,13 +252,13 @@ def returns_vs_time(runset: RunSet, *, smoothing_episodes: int) -> Figure:
                 steps, values = _smoothed_returns(run, smoothing_episodes)
                 curves.append((_elapsed_at(run, steps) / 60.0, values))
             _band(axis, curves, colour=colours[variant], label=variant, gid=f"time:{variant}")
-        _reference_line(axis, env_id, max_step=_max_step(runset, env_id))
+        _reference_line(axis, env_id, steps_done=_steps_done(runset, env_id))
     _finish(
         figure,
         axes,
         title="Training episodic return vs wall-clock: mean over seeds, band ± 1 std (ddof=0);\n"
         f"{_smoothing_text(smoothing_episodes)}; time from charts/elapsed_seconds (resumes "
-        f"summed, interpolated per episode){_missing_note(runset)}",
+        f"summed, interpolated per episode){_reference_note(runset)}{_missing_note(runset)}",
         xlabel="wall-clock minutes of the training job",
         ylabel="episodic return",
     )
@@ -265,5 +300,8 @@ def sps_vs_steps(runset: RunSet) -> Figure:
         f"{_missing_note(runset)}",
         xlabel="global step (environment steps)",
         ylabel="environment steps per second",
+        steps_on_x=True,
+        # Entries come in (CleanRL, steady) pairs: one legend column per variant.
+        legend_columns=len(runset.selection.variants),
     )
     return figure

@@ -30,6 +30,10 @@ OPENRLBENCHMARK_TAIL = 0.1
 # Steady SPS leaves out the log points of the first 10% of the logged step range (warm-up).
 STEADY_WARMUP_FRACTION = 0.1
 REFERENCE_LABEL = "pr-424"
+# Projected runtimes are for a run as long as each of CleanRL's published ones.
+PROJECTION_STEPS = reference.PR424_STEPS
+# Durations shorter than this many minutes are shown in seconds (0.08 min reads worse than 4.8 s).
+SECONDS_BELOW_MINUTES = 1.0
 
 
 class ResultsInputError(ValueError):
@@ -209,13 +213,23 @@ def final_sps(run: Run) -> float:
     return float(_nonempty_series(run, SPS_TAG)["value"].iloc[-1])
 
 
-def steady_sps(run: Run) -> float:
-    """Training throughput without warm-up: total steps / total seconds of the steady windows.
+@dataclass(frozen=True)
+class SteadyWindows:
+    """The steady charts/steady_SPS windows of a run: their throughput and where they begin."""
+
+    sps: float
+    """total steps / total seconds of the windows (a step-weighted harmonic mean)"""
+    start_step: int
+    """the logged step at which the first counted window begins (the end of the warm-up)"""
+
+
+def steady_windows(run: Run) -> SteadyWindows:
+    """Training throughput without warm-up, and the step where the warm-up ends.
 
     Each charts/steady_SPS point covers the steps since the previous log point. Points in the
-    first 10% of the logged step range (and always the first point, whose window includes the
-    random-action phase and start-up) are left out; the rest combine as
-    sum(steps) / sum(steps / SPS), a step-weighted harmonic mean.
+    first 10% of the logged step range (and always the first point, whose window may hold a
+    session's first, slow updates) are left out; the rest combine as sum(steps) / sum(steps /
+    SPS), a step-weighted harmonic mean.
     """
     points = _nonempty_series(run, STEADY_SPS_TAG)
     if len(points) < 2:
@@ -230,7 +244,41 @@ def steady_sps(run: Run) -> float:
     windows = np.diff(steps)
     cutoff = steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0])
     kept = steps[1:] > cutoff
-    return float(windows[kept].sum() / (windows[kept] / values[1:][kept]).sum())
+    first = int(np.argmax(kept))  # kept windows are the contiguous tail of the windows
+    return SteadyWindows(
+        sps=float(windows[kept].sum() / (windows[kept] / values[1:][kept]).sum()),
+        start_step=int(steps[first]),
+    )
+
+
+def steady_sps(run: Run) -> float:
+    """Training throughput without warm-up (see :func:`steady_windows`); steps per second."""
+    return steady_windows(run).sps
+
+
+def projected_minutes(run: Run, *, steps: int = PROJECTION_STEPS) -> float:
+    """Minutes a ``steps``-step run of the same configuration would take on the same machine.
+
+    The run's measured charts/elapsed_seconds up to the step where its steady windows begin
+    (start-up, the random-action phase and the training warm-up, with any one-off cost such as
+    compilation, all as measured), plus the remaining steps at its steady training SPS. Warm-up
+    is counted once, as measured, rather than extrapolated: it does not grow with the run length.
+    """
+    steady = steady_windows(run)
+    elapsed = _nonempty_series(run, ELAPSED_TAG)
+    known_steps = elapsed["step"].to_numpy(dtype=np.float64)
+    known_seconds = elapsed["value"].to_numpy(dtype=np.float64)
+    if steady.start_step < known_steps[0]:
+        raise MetricError(
+            f"{run.key.label}: no {ELAPSED_TAG} at or before step {steady.start_step} "
+            f"in {run.csv_path}"
+        )
+    if steady.start_step >= steps:
+        # A run much longer than ``steps`` measured the whole of it already.
+        return float(np.interp(steps, known_steps, known_seconds)) / 60.0
+    # The trainer logs both tags at the same steps, so this looks the value up exactly.
+    fixed = float(np.interp(steady.start_step, known_steps, known_seconds))
+    return (fixed + (steps - steady.start_step) / steady.sps) / 60.0
 
 
 def wall_clock_minutes(run: Run) -> float:
@@ -300,6 +348,24 @@ def _fixed(value: float, digits: int) -> str:
 def _mean_std_text(values: Sequence[float], digits: int) -> str:
     mean, std = stats.mean_std(values)
     return f"{_fixed(mean, digits)} ± {_fixed(std, digits)}"
+
+
+def duration_text(minutes: float, std_minutes: float | None = None) -> str:
+    """A duration given in minutes, as the tables show it: minutes with 2 decimals, or, when it
+    is under a minute, seconds with 1 decimal and an "s" (a smoke run's 0.08 min reads as 4.8 s).
+    A std is shown in the same unit as its mean."""
+    if abs(minutes) < SECONDS_BELOW_MINUTES:
+        scale, digits, unit = 60.0, 1, " s"
+    else:
+        scale, digits, unit = 1.0, 2, ""
+    text = _fixed(minutes * scale, digits)
+    if std_minutes is not None:
+        text += f" ± {_fixed(std_minutes * scale, digits)}"
+    return text + unit
+
+
+def _mean_std_duration(values: Sequence[float]) -> str:
+    return duration_text(*stats.mean_std(values))
 
 
 def _csv_text(frame: pd.DataFrame) -> str:
@@ -461,21 +527,24 @@ def _footnote_block(definitions: Sequence[str], notes: Notes) -> list[str]:
     return lines
 
 
-def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
-    """results/sac_runtimes.md and .csv: throughput and wall-clock per env and variant."""
-    selection = runset.selection
-    notes = Notes()
-    problems: dict[str, str] = {}
-    metrics: dict[str, Callable[[Run], float]] = {
-        "cleanrl_sps": final_sps,
-        "steady_sps": steady_sps,
-        "wall_clock_minutes": wall_clock_minutes,
-    }
+RUNTIME_METRICS: dict[str, Callable[[Run], float]] = {
+    "cleanrl_sps": final_sps,
+    "steady_sps": steady_sps,
+    "wall_clock_minutes": wall_clock_minutes,
+    "projected_minutes_per_1m": projected_minutes,
+}
+
+
+def _runtime_cells(
+    runset: RunSet, notes: Notes, problems: dict[str, str]
+) -> tuple[dict[tuple[str, str, str], Cell], dict[tuple[str, str], float | None]]:
+    """Per-seed values of every runtime metric, keyed (metric, env, variant), and the
+    openrlbenchmark minutes (one number over seeds), keyed (env, variant)."""
     cells: dict[tuple[str, str, str], Cell] = {}
     orb_minutes: dict[tuple[str, str], float | None] = {}
-    for env_id in selection.env_ids:
-        for variant in selection.variants:
-            for name, metric in metrics.items():
+    for env_id in runset.selection.env_ids:
+        for variant in runset.selection.variants:
+            for name, metric in RUNTIME_METRICS.items():
                 cells[name, env_id, variant] = _collect(
                     runset, variant, env_id, metric, notes, problems
                 )
@@ -485,6 +554,33 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
             except MetricError as error:
                 problems[str(error)] = str(error)
                 orb_minutes[env_id, variant] = None
+    return cells, orb_minutes
+
+
+def _env_section(
+    selection: Selection,
+    heading: str,
+    cell_text: Callable[[str, str], str],
+    reference_column: tuple[str, Callable[[str], str]] | None = None,
+) -> list[str]:
+    """A "## heading" and a table with a row per task, a column per variant, and optionally a
+    reference column (its header and a cell per task)."""
+    header = ["Environment", *(f"`{variant}`" for variant in selection.variants)]
+    header += [reference_column[0]] if reference_column else []
+    rows = [
+        [env_id, *(cell_text(env_id, variant) for variant in selection.variants)]
+        + ([reference_column[1](env_id)] if reference_column else [])
+        for env_id in selection.env_ids
+    ]
+    return ["", f"## {heading}", "", *markdown_table(header, rows, "l" + "r" * (len(header) - 1))]
+
+
+def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
+    """results/sac_runtimes.md and .csv: throughput and wall-clock per env and variant."""
+    selection = runset.selection
+    notes = Notes()
+    problems: dict[str, str] = {}
+    cells, orb_minutes = _runtime_cells(runset, notes, problems)
     _raise_problems(problems, allow_missing)
 
     def orb_text(env_id: str, variant: str) -> str:
@@ -499,76 +595,59 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
             mark = " " + notes.mark(
                 f"{variant}/{env_id}: {seeds} of {len(selection.seeds)} requested seeds"
             )
-        return _fixed(value, 2) + mark
-
-    def reference_of(env_id: str) -> reference.Pr424Result | None:
-        return reference.PR424.get(env_id)
+        return duration_text(value) + mark
 
     def ref_text(env_id: str, render: Callable[[reference.Pr424Result], str]) -> str:
-        published = reference_of(env_id)
+        published = reference.PR424.get(env_id)
         if published is None:
             return "n/a " + notes.mark(f"{env_id} is not part of the {REFERENCE_LABEL} benchmark")
         return render(published)
 
-    variant_heads = [f"`{variant}`" for variant in selection.variants]
-    align = "l" + "r" * (len(selection.variants) + 1)
-    sections = [
+    def metric_text(name: str, render: Callable[[list[float]], str]) -> Callable[[str, str], str]:
+        return lambda env_id, variant: cells[name, env_id, variant].text(render)
+
+    body = _env_section(
+        selection,
+        "CleanRL SPS (final charts/SPS; steps/s; mean ± std over seeds)",
+        metric_text("cleanrl_sps", lambda values: _mean_std_text(values, 1)),
         (
-            "CleanRL SPS (final charts/SPS; steps/s; mean ± std over seeds)",
-            "cleanrl_sps",
-            1,
             f"{REFERENCE_LABEL} implied SPS [B]",
             lambda env_id: ref_text(env_id, lambda ref: _fixed(ref.implied_sps, 1)),
         ),
+    )
+    body += _env_section(
+        selection,
+        "Steady training SPS (steps/s; mean ± std over seeds)",
+        metric_text("steady_sps", lambda values: _mean_std_text(values, 1)),
+    )
+    body += _env_section(
+        selection,
+        "Wall-clock minutes per run (true, from complete.json; mean ± std over seeds)",
+        metric_text("wall_clock_minutes", _mean_std_duration),
+    )
+    body += _env_section(
+        selection,
+        "openrlbenchmark-compatible minutes per run (CleanRL's runtime statistic, over each "
+        "run's own steps)",
+        orb_text,
+    )
+    body += _env_section(
+        selection,
+        "Projected minutes per 1M steps [P] (mean ± std over seeds)",
+        metric_text("projected_minutes_per_1m", _mean_std_duration),
         (
-            "Steady training SPS (steps/s; mean ± std over seeds)",
-            "steady_sps",
-            1,
-            None,
-            None,
+            f"{REFERENCE_LABEL} runtime, min per 1M steps [A]",
+            lambda env_id: ref_text(env_id, lambda ref: _fixed(ref.runtime_minutes, 3)),
         ),
-        (
-            "Wall-clock minutes per run (true, from complete.json; mean ± std over seeds)",
-            "wall_clock_minutes",
-            2,
-            None,
-            None,
-        ),
-    ]
-    body: list[str] = []
-    for heading, name, digits, ref_head, ref_cell in sections:
-        header = ["Environment", *variant_heads] + ([ref_head] if ref_head else [])
-        rows = []
-        for env_id in selection.env_ids:
-            row = [env_id]
-            for variant in selection.variants:
-                row.append(
-                    cells[name, env_id, variant].text(
-                        lambda values, digits=digits: _mean_std_text(values, digits)
-                    )
-                )
-            if ref_cell is not None:
-                row.append(ref_cell(env_id))
-            rows.append(row)
-        body += ["", f"## {heading}", ""]
-        body += markdown_table(header, rows, align if ref_head else align[:-1])
-    header = ["Environment", *variant_heads, f"{REFERENCE_LABEL} runtime, min per 1M steps [A]"]
-    rows = [
-        [
-            env_id,
-            *(orb_text(env_id, variant) for variant in selection.variants),
-            ref_text(env_id, lambda ref: _fixed(ref.runtime_minutes, 3)),
-        ]
-        for env_id in selection.env_ids
-    ]
-    body += [
-        "",
-        "## openrlbenchmark-compatible minutes (as CleanRL's published runtime table)",
-        "",
-    ]
-    body += markdown_table(header, rows, align)
+    )
+    lines = provenance_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
+    lines += body + _footnote_block(_runtime_definitions(), notes)
+    frame = _runtimes_frame(runset, cells, orb_minutes)
+    return TableText(markdown="\n".join(lines) + "\n", csv=_csv_text(frame))
 
-    definitions = [
+
+def _runtime_definitions() -> list[str]:
+    return [
         "**CleanRL SPS**: the run's last charts/SPS value, CleanRL's definition "
         "int(global_step / seconds since start), a cumulative average that includes start-up and "
         "the learning_starts random-action steps; steps per second.",
@@ -582,7 +661,24 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
         "**openrlbenchmark-compatible minutes**: charts/elapsed_seconds averaged over the seeds at "
         "each logged step, then the mean of the last max(1, floor(10%)) of those rows, / 60 - how "
         "openrlbenchmark turns W&B's _runtime into CleanRL's runtime table; it reads about 0.95x "
-        "the final wall-clock. One number per cell, not a mean ± std.",
+        "the final wall-clock. One number per cell, not a mean ± std. It is the statistic of the "
+        f"{REFERENCE_LABEL} runtime [A], but over each run's own steps: comparable with it only "
+        "for 1,000,000-step runs.",
+        f"[P] **Projected minutes per 1M steps**, per run: (T_w + (1,000,000 - s_w) / steady "
+        "training SPS) / 60, with s_w the step where the run's steady SPS windows begin (the end "
+        "of its warm-up) and T_w its measured charts/elapsed_seconds at s_w. Start-up, the "
+        "random-action steps and the first training steps (with any one-off cost such as "
+        "compilation) thus count once, as measured, and every later step at the run's steady "
+        "rate. Assumed: the run's own configuration (batch size, threads, device) and machine; "
+        "its own learning_starts (CleanRL's is 5,000; another value moves the projection by at "
+        "most |5,000 - learning_starts| / steady SPS seconds); a constant training rate "
+        "(replay-buffer growth, changes in episode length and checkpoint pauses are not "
+        "modelled). For a 1,000,000-step run it is close to its wall-clock "
+        f"minutes. It projects wall-clock time, and the {REFERENCE_LABEL} runtime reads about "
+        "0.95x the final wall-clock: equal speed shows as a projection of about "
+        f"{REFERENCE_LABEL} runtime / 0.95.",
+        "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
+        "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
         "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
         f"[A] {REFERENCE_LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
         "are wall-clock MINUTES per 1,000,000-step run (openrlbenchmark's runtime, mean of 3 "
@@ -592,16 +688,22 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
         "about 0.95x the implied figure. Compare it with CleanRL SPS only for runs of the same "
         "length: our runs' step count is in the provenance table.",
     ]
-    lines = provenance_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
-    lines += body + _footnote_block(definitions, notes)
 
+
+def _runtimes_frame(
+    runset: RunSet,
+    cells: dict[tuple[str, str, str], Cell],
+    orb_minutes: dict[tuple[str, str], float | None],
+) -> pd.DataFrame:
+    """The CSV's rows: one per (task, variant), plus the published pr-424 row per task."""
+    selection = runset.selection
     csv_rows = []
     for env_id in selection.env_ids:
         for variant in selection.variants:
             row: dict[str, Any] = {"env_id": env_id, "variant": variant}
             row["n_seeds"] = len(cells["cleanrl_sps", env_id, variant].values)
             row["seeds_requested"] = len(selection.seeds)
-            for name in metrics:
+            for name in RUNTIME_METRICS:
                 values = cells[name, env_id, variant].values
                 mean, std = stats.mean_std(values) if values else (math.nan, math.nan)
                 row[f"{name}_mean"], row[f"{name}_std"] = mean, std
@@ -609,7 +711,7 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
             row["openrlbenchmark_minutes"] = math.nan if minutes is None else minutes
             row["steps"] = _common_steps(runset.runs_of(variant, env_id))
             csv_rows.append(row)
-        published = reference_of(env_id)
+        published = reference.PR424.get(env_id)
         if published is not None:
             csv_rows.append(
                 {
@@ -622,22 +724,26 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
                     "steps": reference.PR424_STEPS,
                 }
             )
+    # The projection's columns come last so that the older columns keep their positions.
+    measured = [name for name in RUNTIME_METRICS if name != "projected_minutes_per_1m"]
     columns = [
         "env_id",
         "variant",
         "n_seeds",
         "seeds_requested",
         "steps",
-        *(f"{name}_{part}" for name in metrics for part in ("mean", "std")),
+        *(f"{name}_{part}" for name in measured for part in ("mean", "std")),
         "openrlbenchmark_minutes",
         "implied_sps",
+        "projected_minutes_per_1m_mean",
+        "projected_minutes_per_1m_std",
     ]
     frame = pd.DataFrame(csv_rows, columns=columns)
     ours = frame["variant"] != REFERENCE_LABEL
     frame.loc[ours, "implied_sps"] = frame.loc[ours, "steps"] / (
         frame.loc[ours, "openrlbenchmark_minutes"] * 60.0
     )
-    return TableText(markdown="\n".join(lines) + "\n", csv=_csv_text(frame))
+    return frame
 
 
 def _common_steps(runs: Sequence[Run]) -> float:

@@ -43,11 +43,15 @@ class SyntheticRun:
     # Environment steps per second while training; the random-action phase runs 4x faster.
     training_sps: float = 200.0
     startup_seconds: float = 3.0
+    # A one-off cost of the first training steps (as torch.compile's), inside the first window.
+    first_update_seconds: float = 0.0
     # Steps at which the run was checkpointed and resumed (the second session starts there).
     resume_at: tuple[int, ...] = ()
     downtime_seconds: float = 600.0
     write_sps: bool = True
     write_episodes: bool = True
+    # Off for long runs whose losses no test reads (they are most of the events).
+    write_losses: bool = True
     cpu_model: str = "Synthetic CPU @ 3.00GHz"
     gpu_model: str | None = None
     torch_threads: int = 1
@@ -62,6 +66,7 @@ class SyntheticRun:
         return (
             self.startup_seconds
             + random_steps / (4.0 * self.training_sps)
+            + (self.first_update_seconds if training_steps > 0 else 0.0)
             + training_steps / (self.training_sps + self.seed)
         )
 
@@ -89,16 +94,19 @@ class SyntheticRun:
         rows: list[tuple[str, int, float, float]] = []
         log_steps = set(self.log_steps())
         episode_ends = {step: index for index, step in enumerate(self.episode_end_steps())}
-        previous_log = 0
-        for step in range(self.total_timesteps):
+        # As the trainer: the first steady_SPS window starts with the first training step.
+        previous_log = self.learning_starts
+        # Only steps that log anything, so that a 1M-step run is quick to write.
+        for step in sorted(log_steps | set(episode_ends)):
             wall_time = self.wall_time(step)
             if self.write_episodes and step in episode_ends:
                 index = episode_ends[step]
                 rows.append(("charts/episodic_return", step, wall_time, self.episode_return(index)))
                 rows.append(("charts/episodic_length", step, wall_time, float(self.episode_length)))
             if step in log_steps:
-                for number, tag in enumerate(LOSS_TAGS):
-                    rows.append((tag, step, wall_time, (number + 1) / (1.0 + step / 1000.0)))
+                if self.write_losses:
+                    for number, tag in enumerate(LOSS_TAGS):
+                        rows.append((tag, step, wall_time, (number + 1) / (1.0 + step / 1000.0)))
                 elapsed = self.elapsed_seconds(step)
                 if self.write_sps:
                     window = self.elapsed_seconds(step) - self.elapsed_seconds(previous_log)

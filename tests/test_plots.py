@@ -1,14 +1,25 @@
-"""Figures render headless (Agg) with one line per variant in every panel."""
+"""Figures render headless (Agg) with one line per variant in every panel, every legend entry is
+drawn, and no text covers a curve or another text, for smoke-sized and long runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from synthetic_runs import GOLDEN_SEEDS, GOLDEN_VARIANTS, golden_run, write_extracted
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.text import Text
+from synthetic_runs import (
+    GOLDEN_SEEDS,
+    GOLDEN_VARIANTS,
+    SyntheticRun,
+    golden_run,
+    write_extracted,
+)
 
 from sacbench import plots, reference
 from sacbench.tables import RunSet, Selection, load_runs
@@ -30,6 +41,47 @@ def runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
     return load_runs(extracted_dir=root / "extracted", selection=selection, allow_missing=False)
 
 
+def _runset(root: Path, runs: list[SyntheticRun], variants: tuple[str, ...]) -> RunSet:
+    for variant in variants:
+        for run in runs:
+            write_extracted(root / "extracted", root / "runs", run, variant=variant)
+    selection = Selection(
+        variants=variants,
+        env_ids=tuple(dict.fromkeys(run.env_id for run in runs)),
+        seeds=tuple(sorted({run.seed for run in runs})),
+    )
+    return load_runs(extracted_dir=root / "extracted", selection=selection, allow_missing=False)
+
+
+@pytest.fixture(scope="module")
+def inrange_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
+    """Smoke-sized runs whose returns reach pr-424's for two tasks (not for Hopper)."""
+    bases = {"InvertedPendulum-v4": 860.0, "Pusher-v4": -70.0, "Hopper-v4": 100.0}
+    runs = [
+        SyntheticRun(env_id=env_id, seed=seed, base_return=base)
+        for env_id, base in bases.items()
+        for seed in GOLDEN_SEEDS
+    ]
+    return _runset(tmp_path_factory.mktemp("inrange"), runs, GOLDEN_VARIANTS)
+
+
+@pytest.fixture(scope="module")
+def long_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
+    """Half of pr-424's 1M steps, two seeds: long curves, returns well below pr-424's."""
+    runs = [
+        SyntheticRun(
+            seed=seed,
+            total_timesteps=500_000,
+            learning_starts=5_000,
+            episode_length=1_000,
+            return_slope=1.0,
+            write_losses=False,
+        )
+        for seed in (1, 2)
+    ]
+    return _runset(tmp_path_factory.mktemp("long"), runs, ("fast",))
+
+
 def _lines(axis: plt.Axes, prefix: str) -> dict[str, list]:
     found: dict[str, list] = {}
     for line in axis.get_lines():
@@ -37,6 +89,132 @@ def _lines(axis: plt.Axes, prefix: str) -> dict[str, list]:
         if gid.startswith(prefix):
             found.setdefault(gid.split(":", 1)[1], []).append(line)
     return found
+
+
+def _legend_labels(figure: Figure) -> list[str]:
+    return [text.get_text() for legend in figure.legends for text in legend.get_texts()]
+
+
+def _curve_lines(axis: plt.Axes) -> list[Line2D]:
+    return [line for line in axis.get_lines() if not (line.get_gid() or "").startswith("ref")]
+
+
+def _drawn_labels(figure: Figure) -> set[str]:
+    """Labels of the lines that show inside their axes: some vertex within the view limits."""
+    drawn = set()
+    for axis in figure.axes:
+        box = axis.get_window_extent()
+        for line in axis.get_lines():
+            points = line.get_transform().transform(line.get_xydata())
+            if line.get_visible() and any(box.contains(x, y) for x, y in points):
+                drawn.add(line.get_label())
+    return drawn
+
+
+def _data_points(axis: plt.Axes) -> np.ndarray:
+    """Display coordinates of everything plotted in ``axis``: each line densely sampled along
+    its segments, and the outline of each band; only what lies inside the axes (the rest is
+    clipped away when drawn)."""
+    parts = [np.empty((0, 2))]
+    for line in axis.get_lines():
+        points = line.get_transform().transform(line.get_xydata())
+        if len(points) > 1:
+            fractions = np.linspace(0.0, 1.0, 25)[:, None, None]
+            points = (points[:-1] + fractions * (points[1:] - points[:-1])).reshape(-1, 2)
+        parts.append(points)
+    for collection in axis.collections:
+        for path in collection.get_paths():
+            parts.append(collection.get_transform().transform(path.vertices))
+    points = np.concatenate(parts)
+    box = axis.get_window_extent()
+    inside = (
+        (points[:, 0] >= box.x0)
+        & (points[:, 0] <= box.x1)
+        & (points[:, 1] >= box.y0)
+        & (points[:, 1] <= box.y1)
+    )
+    return points[inside]
+
+
+def _shown_tick_labels(axis: plt.Axes) -> list[Text]:
+    """Tick labels of the ticks inside the view limits: matplotlib keeps, but does not draw,
+    labels for ticks just outside them."""
+    shown = []
+    for ticks, labels, limits in (
+        (axis.get_xticks(), axis.get_xticklabels(), axis.get_xlim()),
+        (axis.get_yticks(), axis.get_yticklabels(), axis.get_ylim()),
+    ):
+        low, high = sorted(limits)
+        slack = 1e-9 * (high - low)
+        shown += [
+            label
+            for tick, label in zip(ticks, labels, strict=True)
+            if low - slack <= tick <= high + slack
+        ]
+    return shown
+
+
+def _texts(figure: Figure) -> list[Text]:
+    """Every text the figure draws: titles, labels, tick labels, annotations, legend."""
+    texts = [*figure.texts]  # the suptitle is one of them
+    texts += [text for legend in figure.legends for text in legend.get_texts()]
+    for axis in figure.axes:
+        texts += [axis.title, axis._left_title, axis._right_title, *axis.texts]
+        texts += [axis.xaxis.label, axis.yaxis.label, *_shown_tick_labels(axis)]
+    return [text for text in texts if text.get_visible() and text.get_text().strip()]
+
+
+FIGURES: list[tuple[str, Callable[[RunSet], Figure]]] = [
+    ("sac", lambda rs: plots.returns_vs_steps(rs, smoothing_episodes=10)),
+    ("sac-time", lambda rs: plots.returns_vs_time(rs, smoothing_episodes=10)),
+    ("sac-sps", plots.sps_vs_steps),
+]
+RUNSETS = ["runset", "inrange_runset", "long_runset"]
+
+
+@pytest.mark.parametrize("runset_name", RUNSETS)
+@pytest.mark.parametrize(("name", "make"), FIGURES, ids=[name for name, _ in FIGURES])
+def test_every_legend_entry_is_drawn_in_some_panel(
+    request: pytest.FixtureRequest, runset_name: str, name: str, make: Callable[[RunSet], Figure]
+) -> None:
+    figure = make(request.getfixturevalue(runset_name))
+    try:
+        figure.canvas.draw()
+        labels = _legend_labels(figure)
+        assert labels and len(labels) == len(set(labels))
+        assert set(labels) <= _drawn_labels(figure), f"{name}: legend entries not drawn"
+    finally:
+        plt.close(figure)
+
+
+@pytest.mark.parametrize("runset_name", RUNSETS)
+@pytest.mark.parametrize(("name", "make"), FIGURES, ids=[name for name, _ in FIGURES])
+def test_no_text_covers_data_or_other_text(
+    request: pytest.FixtureRequest, runset_name: str, name: str, make: Callable[[RunSet], Figure]
+) -> None:
+    figure = make(request.getfixturevalue(runset_name))
+    try:
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()  # type: ignore[attr-defined]
+        texts = _texts(figure)
+        boxes = [text.get_window_extent(renderer) for text in texts]
+        points = np.concatenate([_data_points(axis) for axis in figure.axes])
+        assert len(points) > 0
+        for text, box in zip(texts, boxes, strict=True):
+            covered = (
+                (points[:, 0] > box.x0)
+                & (points[:, 0] < box.x1)
+                & (points[:, 1] > box.y0)
+                & (points[:, 1] < box.y1)
+            )
+            assert not covered.any(), f"{name}: {text.get_text()!r} covers plotted data"
+        for i, first in enumerate(boxes):
+            for j in range(i + 1, len(boxes)):
+                assert not first.overlaps(boxes[j]), (
+                    f"{name}: {texts[i].get_text()!r} overlaps {texts[j].get_text()!r}"
+                )
+    finally:
+        plt.close(figure)
 
 
 def test_backend_is_agg() -> None:
@@ -56,7 +234,7 @@ def test_one_line_per_variant_and_panel(runset: RunSet, make, prefix: str) -> No
     figure = make(runset)
     try:
         axes = figure.axes
-        assert [axis.get_title() for axis in axes] == list(ENV_IDS)
+        assert [axis.get_title(loc="left") for axis in axes] == list(ENV_IDS)
         for axis in axes:
             lines = _lines(axis, prefix)
             assert sorted(lines) == sorted(GOLDEN_VARIANTS)
@@ -66,7 +244,7 @@ def test_one_line_per_variant_and_panel(runset: RunSet, make, prefix: str) -> No
         plt.close(figure)
 
 
-def test_return_curves_are_the_seed_mean_and_carry_the_reference(runset: RunSet) -> None:
+def test_return_curves_are_the_seed_mean_and_name_the_reference(runset: RunSet) -> None:
     figure = plots.returns_vs_steps(runset, smoothing_episodes=1)
     try:
         hopper = figure.axes[0]
@@ -75,14 +253,55 @@ def test_return_curves_are_the_seed_mean_and_carry_the_reference(runset: RunSet)
         # Unsmoothed, the first grid point is the first episode: mean over seeds of 100 + 10 s.
         first = [golden_run("fast", "Hopper-v4", seed).episode_return(0) for seed in GOLDEN_SEEDS]
         assert x[0] == 149 and y[0] == pytest.approx(np.mean(first))
-        (ref,) = _lines(hopper, "reference:")["pr-424"]
-        assert ref.get_ydata()[0] == reference.PR424["Hopper-v4"].return_mean
-        # Runs of 2,000 steps keep their own y range; the label points at the off-scale line.
+        # Runs of 2,000 steps keep their own y range; the off-scale value is in the title, and
+        # no line is drawn (nor put in the legend) outside the axes.
         assert hopper.get_ylim()[1] < reference.PR424["Hopper-v4"].return_mean
-        assert any("pr-424 final" in text.get_text() for text in hopper.texts)
-        # A task outside pr-424 gets no reference line.
+        assert not _lines(hopper, "reference:")
+        assert hopper.get_title(loc="right") == "pr-424: 2,310.46 (above ↑)"
+        assert plots.REFERENCE_LINE_LABEL not in _legend_labels(figure)
+        # A task outside pr-424 gets neither.
         assert not _lines(figure.axes[3], "reference:")
+        assert figure.axes[3].get_title(loc="right") == ""
         assert "no smoothing" in figure.get_suptitle()
+    finally:
+        plt.close(figure)
+
+
+def test_reference_inside_a_short_runs_range_is_drawn_without_widening_it(
+    inrange_runset: RunSet,
+) -> None:
+    figure = plots.returns_vs_steps(inrange_runset, smoothing_episodes=1)
+    try:
+        pendulum, pusher, hopper = figure.axes
+        for axis, env_id in ((pendulum, "InvertedPendulum-v4"), (pusher, "Pusher-v4")):
+            value = reference.PR424[env_id].return_mean
+            (line,) = _lines(axis, "reference:")["pr-424"]
+            assert line.get_ydata()[0] == value
+            assert axis.get_title(loc="right").endswith("(dashed)")
+            # The limits are those of the curves and bands: the line did not stretch them.
+            data = np.concatenate(
+                [line.get_ydata() for line in _curve_lines(axis)]
+                + [path.vertices[:, 1] for band in axis.collections for path in band.get_paths()]
+            )
+            low, high = axis.get_ylim()
+            assert low > data.min() - 0.1 * np.ptp(data)
+            assert high < data.max() + 0.1 * np.ptp(data)
+        assert not _lines(hopper, "reference:")
+        assert plots.REFERENCE_LINE_LABEL in _legend_labels(figure)
+    finally:
+        plt.close(figure)
+
+
+def test_reference_is_always_drawn_for_long_runs(long_runset: RunSet) -> None:
+    figure = plots.returns_vs_steps(long_runset, smoothing_episodes=10)
+    try:
+        (axis,) = figure.axes
+        value = reference.PR424["Hopper-v4"].return_mean
+        assert _lines(axis, "reference:")
+        low, high = axis.get_ylim()
+        assert low < value < high  # far above the curves, but these runs are comparable
+        assert axis.get_title(loc="right") == "pr-424: 2,310.46 (dashed)"
+        assert axis.xaxis.get_major_formatter()(500_000, 0) == "500k"
     finally:
         plt.close(figure)
 

@@ -26,13 +26,18 @@ from tensorboard.backend.event_processing import event_accumulator
 from sacbench import reference
 from sacbench.tables import (
     ResultsInputError,
+    Run,
     RunSet,
     Selection,
     aggregate_table,
+    duration_text,
     load_runs,
+    projected_minutes,
     returns_table,
     runtimes_table,
     steady_sps,
+    steady_windows,
+    wall_clock_minutes,
 )
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -137,13 +142,13 @@ def test_sps_cells_recomputed_from_raw_events(runset: RunSet, golden_root: Path)
     )
 
 
-def test_steady_sps_excludes_warm_up_and_weighs_windows_by_steps(runset: RunSet) -> None:
-    # Its first window includes the 4x faster random-action phase; steady SPS must not see it.
-    for seed in GOLDEN_SEEDS:
-        run = runset.runs[next(key for key in runset.runs if key.seed == seed)]
-        assert steady_sps(run) == pytest.approx(
-            golden_run("fast", "Hopper-v4", seed).training_sps + seed
-        )
+def test_steady_sps_excludes_warm_up_and_weighs_windows_by_steps(tmp_path: Path) -> None:
+    # A one-off cost in the first training window (as compilation) must not lower steady SPS.
+    run = SyntheticRun(seed=2, first_update_seconds=5.0)
+    loaded = _load_one(tmp_path, run)
+    first_window = loaded.series("charts/steady_SPS")["value"].iloc[0]
+    assert first_window < 0.5 * (run.training_sps + run.seed)
+    assert steady_sps(loaded) == pytest.approx(run.training_sps + run.seed)
 
 
 def test_openrlbenchmark_minutes_average_the_last_tenth_of_seed_means(runset: RunSet) -> None:
@@ -160,6 +165,91 @@ def test_openrlbenchmark_minutes_average_the_last_tenth_of_seed_means(runset: Ru
     assert float(line.split(",")[header.index("openrlbenchmark_minutes")]) == pytest.approx(
         expected, rel=1e-12
     )
+
+
+# ---- projected minutes per 1M steps and durations ----------------------------------------------
+
+
+def _load_one(root: Path, run: SyntheticRun, variant: str = "fast") -> Run:
+    """Write ``run`` with the real writer, extract it and load it back."""
+    write_extracted(root / "extracted", root / "runs", run, variant=variant)
+    selection = Selection(variants=(variant,), env_ids=(run.env_id,), seeds=(run.seed,))
+    runset = load_runs(extracted_dir=root / "extracted", selection=selection, allow_missing=False)
+    return runset.runs[next(iter(runset.runs))]
+
+
+def _million(**changes: object) -> SyntheticRun:
+    """A 1M-step run with CleanRL's learning_starts and a 20 s one-off cost when training starts;
+    no losses and long episodes keep it quick to write."""
+    fields = dict(
+        total_timesteps=1_000_000,
+        learning_starts=5_000,
+        episode_length=1_000,
+        first_update_seconds=20.0,
+        write_losses=False,
+    )
+    return SyntheticRun(**{**fields, **changes})  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def million_run(tmp_path_factory: pytest.TempPathFactory) -> Run:
+    return _load_one(tmp_path_factory.mktemp("million"), _million())
+
+
+def test_projection_of_a_1m_step_run_is_its_measured_minutes(million_run: Run) -> None:
+    # The sanity check: with nothing left to project, the projection is the measurement.
+    assert steady_windows(million_run).start_step > 5_000  # warm-up measured, not projected
+    assert projected_minutes(million_run) == pytest.approx(
+        wall_clock_minutes(million_run), rel=1e-6
+    )
+
+
+def test_short_runs_project_the_1m_step_run(tmp_path: Path, million_run: Run) -> None:
+    measured = wall_clock_minutes(million_run)
+    steady = _million().training_sps + _million().seed
+    # Same learning_starts, 20,000 steps: the start-up, random phase and one-off cost are
+    # counted once, as measured, so the projection is the 1M-step run's time.
+    short = _load_one(tmp_path / "20k", _million(total_timesteps=20_000))
+    assert projected_minutes(short) == pytest.approx(measured, rel=1e-6)
+    # A smoke run (2,000 steps, learning_starts 500) counts 4,500 cheap random-action steps of
+    # the 1M-step run as training steps: high, by less than the stated bound.
+    smoke = _load_one(tmp_path / "smoke", _million(total_timesteps=2_000, learning_starts=500))
+    excess_seconds = (projected_minutes(smoke) - measured) * 60.0
+    assert 0.0 < excess_seconds < (5_000 - 500) / steady
+    # Unlike the wall-clock minutes of the same run, which are far from comparable.
+    assert wall_clock_minutes(smoke) < 0.01 * measured
+
+
+def test_projected_cells_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
+    projected = []
+    for seed in GOLDEN_SEEDS:
+        run_dir = golden_root / "runs" / "fast" / "Hopper-v4" / str(seed)
+        steps = [*golden_run("fast", "Hopper-v4", seed).log_steps()]
+        # Logged at 600..1900: the first 10% of that range ends at 730, so the counted windows
+        # start at the log point 700.
+        elapsed = dict(zip(steps, _raw_scalars(run_dir, "charts/elapsed_seconds"), strict=False))
+        projected.append((elapsed[700] + (1_000_000 - 700) / (200.0 + seed)) / 60.0)
+    markdown = runtimes_table(runset, allow_missing=False).markdown
+    row = _row(markdown, "## Projected minutes per 1M steps", "Hopper-v4")
+    assert row[1] == f"{np.mean(projected):,.2f} ± {np.std(projected):,.2f}"
+    assert row[3] == f"{reference.PR424['Hopper-v4'].runtime_minutes:,.3f}"
+
+
+@pytest.mark.parametrize(
+    ("minutes", "std", "text"),
+    [
+        (0.08, None, "4.8 s"),
+        (0.18418, 0.0005, "11.1 ± 0.0 s"),
+        (59.94 / 60.0, None, "59.9 s"),
+        (1.0, 0.02, "1.00 ± 0.02"),
+        (82.52876, 0.33335, "82.53 ± 0.33"),
+        (1234.5, None, "1,234.50"),
+    ],
+)
+def test_durations_under_a_minute_show_seconds(
+    minutes: float, std: float | None, text: str
+) -> None:
+    assert duration_text(minutes, std) == text
 
 
 # ---- missing and broken input --------------------------------------------------------------------
