@@ -63,7 +63,8 @@ class Args:
     cudagraphs: bool = False
     """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
     overwrite: bool = False
-    """move a finished run dir, or one holding different args, aside and train afresh"""
+    """move a run dir holding different run-defining args aside (never deleted) and train afresh;
+    a finished run with the same args is never trained again"""
 
 
 # Fields that may change between sessions of the same run without changing what it computes

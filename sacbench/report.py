@@ -18,15 +18,14 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from sacbench import stats
 from sacbench.events import READERS, EventFileError, Reader, RunDirError, read_run_scalars
+from sacbench.provenance import write_atomically
 from sacbench.tables import (
     ResultsInputError,
     RunSet,
@@ -40,36 +39,11 @@ from sacbench.tables import (
 PLOT_NAMES = ("sac", "sac-time", "sac-sps")
 
 
-def _file_mode() -> int:
-    """The mode a plain open() would give a new file (mkstemp's is 0o600)."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
 class ReportError(ValueError):
     """Bad arguments or inputs of a report command."""
 
 
 # ---- writing -------------------------------------------------------------------------------------
-
-
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write to a temporary file beside ``path``, then rename it over ``path``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content.encode() if isinstance(content, str) else content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, _file_mode())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def write_all(outputs: dict[Path, str | bytes]) -> None:

@@ -7,6 +7,11 @@ Layout (docs/contracts.md):
     checkpoint/state.pt   everything but the replay buffer
     checkpoint/rows-*.npz the replay buffer, in chunks added between checkpoints
     complete.json         written once the last step is done; the pipeline's output
+
+A finished run also keeps its final state in checkpoint/state.pt (networks, optimizers, final
+event offsets, the completion record, no replay buffer). That, not complete.json, is the proof
+that the run finished: when complete.json is removed (Snakemake removes it before it reruns a
+job, a user may delete it), the trainer restores it from there instead of training again.
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import time
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +42,22 @@ EVENT_FILE_MARKER = "tfevents"
 
 class RunDirError(RuntimeError):
     """A run directory that cannot be trained into as asked; the message says why and where."""
+
+
+# Where `finish` can be interrupted; tests make the trainer SIGKILL itself at each of them.
+KILL_POINTS = (
+    "before-final-state",
+    "after-final-state",
+    "after-buffer-removed",
+    "after-complete-record",
+)
+KILL_POINT_VARIABLE = "SACBENCH_TEST_KILL_AT"
+
+
+def kill_point(name: str) -> None:
+    """Die here, as a killed job would, when the tests ask for it; otherwise nothing."""
+    if os.environ.get(KILL_POINT_VARIABLE) == name:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def describe_differences(differing: dict[str, tuple[Any, Any]]) -> str:
@@ -59,11 +82,11 @@ class RunDir:
     def prepare(self, run_args: dict[str, Any], *, overwrite: bool) -> dict[str, Any] | None:
         """Make the directory ready for this run; return the checkpoint to resume from, if any.
 
-        A directory holding other args (or, with overwrite, a finished run) is never deleted: with
-        overwrite it is moved aside to <run_dir>.replaced-<UTC time>.
+        A directory holding other args is never deleted: with overwrite it is moved aside to
+        <run_dir>.replaced-<UTC time>.
         """
         differing = self.differing_args(run_args)
-        if differing or (overwrite and self.is_complete()):
+        if differing:
             if not overwrite:
                 raise RunDirError(
                     f"{self.metadata_path} holds a run with different args "
@@ -91,6 +114,12 @@ class RunDir:
         }
 
     def _move_aside(self) -> None:
+        # Snakemake removes complete.json before it reruns a job: put it back, so the moved run
+        # still says that it finished.
+        if not self.is_complete() and self.state_path.exists():
+            state = self.load_checkpoint()
+            if state.get("finished"):
+                write_json_atomically(self.complete_path, state["completion"])
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         destination = self.path.with_name(f"{self.path.name}.replaced-{stamp}")
         self.path.rename(destination)
@@ -138,18 +167,91 @@ class RunDir:
         metadata.update(ended_at=session["ended_at"], exit_status=exit_status)
         write_json_atomically(self.metadata_path, metadata)
 
-    def complete(self, *, global_step: int, elapsed_seconds: float) -> None:
-        write_json_atomically(
-            self.complete_path,
-            {
-                "global_step": global_step,
-                "elapsed_seconds": elapsed_seconds,
-                "finished_at": utc_now(),
-            },
+    def finish(self, final_state: dict[str, Any], *, global_step: int, elapsed_seconds: float):
+        """Record a finished run, in an order that survives a kill at any point.
+
+        1. the final state (with the completion record) replaces the last checkpoint; from here
+           on the run counts as finished;
+        2. the replay buffer chunks go (only a resume needs them);
+        3. complete.json, the pipeline's output, is written.
+        A kill before 1 resumes from the last periodic checkpoint; a kill after it leaves a run
+        that `restore_completion` completes without training.
+        """
+        record = {
+            "global_step": global_step,
+            "elapsed_seconds": elapsed_seconds,
+            "finished_at": utc_now(),
+        }
+        final_state.update(
+            finished=True,
+            completion=record,
+            global_step=global_step,
+            elapsed_seconds=elapsed_seconds,
+            event_files=self.record_event_offsets(
+                [{"name": path.name} for path in self.event_files()]
+            ),
+            buffer={"added": final_state.get("buffer", {}).get("added", 0), "chunks": []},
         )
-        # The buffer is only needed to resume; a finished run keeps its networks.
+        kill_point("before-final-state")
+        self._write_state(final_state)
+        kill_point("after-final-state")
+        self._remove_buffer_chunks(keep=())
+        kill_point("after-buffer-removed")
+        write_json_atomically(self.complete_path, record)
+        kill_point("after-complete-record")
+
+    def finished_record(self, *, total_timesteps: int) -> dict[str, Any] | None:
+        """The completion record of a run that finished all `total_timesteps`, else None.
+
+        complete.json when present; otherwise the one kept in the final state.
+        """
+        if self.complete_path.exists():
+            try:
+                return json.loads(self.complete_path.read_text())
+            except (OSError, json.JSONDecodeError) as error:
+                raise RunDirError(f"{self.complete_path} is unreadable: {error}") from error
+        if not self.state_path.exists():
+            return None
+        state = self.load_checkpoint()
+        if state.get("finished") and state["global_step"] == total_timesteps:
+            return dict(state["completion"])
+        return self._record_of_older_finished_run(total_timesteps=total_timesteps)
+
+    def _record_of_older_finished_run(self, *, total_timesteps: int) -> dict[str, Any] | None:
+        """Run dirs finished by sacbench 0.1.0 before the final state existed: their metadata
+        says the last session completed every step, and their last checkpoint's buffer chunks
+        are gone, so they cannot resume. The record is rebuilt from the metadata and the
+        events (the final charts/elapsed_seconds, logged at the last step)."""
+        sessions = self._read_metadata().get("sessions") or [{}]
+        last = sessions[-1]
+        if last.get("exit_status") != "completed" or last.get("end_step") != total_timesteps:
+            return None
+        from sacbench.events import read_run_scalars  # only for this rare repair
+
+        scalars = read_run_scalars(self.path)
+        elapsed = scalars[scalars["tag"] == "charts/elapsed_seconds"].sort_values("step")
+        if elapsed.empty or int(elapsed["step"].iloc[-1]) != total_timesteps - 1:
+            return None
+        return {
+            "global_step": total_timesteps,
+            "elapsed_seconds": float(elapsed["value"].iloc[-1]),
+            "finished_at": last["ended_at"],
+        }
+
+    def restore_completion(self, record: dict[str, Any]) -> None:
+        """Finish what a kill during `finish` left undone; trains nothing."""
+        self._remove_buffer_chunks(keep=())
+        if not self.complete_path.exists():
+            write_json_atomically(self.complete_path, record)
+        metadata = self._read_metadata() if self.metadata_path.exists() else {}
+        sessions = metadata.get("sessions") or []
+        if sessions and sessions[-1].get("exit_status") == "running":
+            self.end_session(exit_status="completed", end_step=record["global_step"])
+
+    def _remove_buffer_chunks(self, *, keep: Collection[str]) -> None:
         for chunk in self.checkpoint_dir.glob("rows-*.npz"):
-            chunk.unlink()
+            if chunk.name not in keep:
+                chunk.unlink()
 
     # ---- event files ---------------------------------------------------------------------------
 
@@ -197,6 +299,12 @@ class RunDir:
         new_chunk = buffer.save_new_rows(self.checkpoint_dir, saved_until=previous["added"])
         chunks = buffer.live_chunks(previous["chunks"] + ([new_chunk] if new_chunk else []))
         state["buffer"] = {"added": buffer.added, "chunks": chunks}
+        self._write_state(state)
+        self._remove_buffer_chunks(keep=chunks)
+
+    def _write_state(self, state: dict[str, Any]) -> None:
+        """state.pt replaced atomically: write, fsync, rename, fsync the folder."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         temporary = self.state_path.with_name("state.pt.tmp")
         with open(temporary, "wb") as handle:
             torch.save(state, handle)
@@ -209,9 +317,6 @@ class RunDir:
         finally:
             os.close(directory)
         self._buffer_cache = state["buffer"]
-        for chunk in self.checkpoint_dir.glob("rows-*.npz"):
-            if chunk.name not in chunks:
-                chunk.unlink()
 
     def _buffer_record(self) -> dict[str, Any]:
         cached = getattr(self, "_buffer_cache", None)

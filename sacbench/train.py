@@ -40,8 +40,9 @@ from sacbench.envs import (
     make_env,
     restore_env_state,
 )
+from sacbench.progress import PROGRESS_FILE_NAME, RunProgress
 from sacbench.replay import Batch, ReplayBuffer
-from sacbench.run_dir import RunDir, RunDirError, describe_differences
+from sacbench.run_dir import RunDir, RunDirError
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
@@ -453,16 +454,21 @@ def train(args: Args) -> int:
             stacklevel=2,
         )
     run_dir = RunDir(Path(args.run_dir))
-    if run_dir.is_complete() and not args.overwrite:
-        differing = run_dir.differing_args(run_defining_args(args))
-        if differing:
-            raise RunDirError(
-                f"{run_dir.path} holds a finished run with different args "
-                f"({describe_differences(differing)}); use another --run-dir, or --overwrite "
-                "to move it aside"
+    if not run_dir.differing_args(run_defining_args(args)):
+        finished = run_dir.finished_record(total_timesteps=args.total_timesteps)
+        if finished is not None:
+            # Session settings (threads, device, checkpoint interval) do not change what a run
+            # computes: a finished run is never trained again for them, nor because its
+            # completion record was removed (Snakemake removes it before rerunning a job).
+            restored = not run_dir.is_complete()
+            run_dir.restore_completion(finished)
+            print(
+                f"{run_dir.path} holds a run that finished all {args.total_timesteps} steps "
+                f"(at {finished['finished_at']}); nothing to do"
+                + ("; its completion record was restored" if restored else "")
+                + f". To train it again from scratch, move {run_dir.path} away first."
             )
-        print(f"{run_dir.path} holds a finished run; nothing to do (--overwrite trains again)")
-        return 0
+            return 0
     env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
     device = resolve_device(args)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
@@ -510,6 +516,13 @@ def train(args: Args) -> int:
         event_files = checkpoint["event_files"]
         run_dir.trim_event_files(event_files)
 
+    progress = RunProgress(
+        path=run_dir.path / PROGRESS_FILE_NAME,
+        total_timesteps=args.total_timesteps,
+        learning_starts=args.learning_starts,
+        start_step=start_step,
+        saved=None if checkpoint is None else checkpoint.get("progress"),
+    )
     run_dir.begin_session(args=args, device=str(device), start_step=start_step)
     try:
         exit_code, exit_status, end_step, elapsed_total = _training_session(
@@ -525,12 +538,23 @@ def train(args: Args) -> int:
             episode_return=episode_return,
             episode_length=episode_length,
             event_files=event_files,
+            progress=progress,
         )
     except BaseException as error:
+        progress.write_failed(elapsed_seconds=time.time() - start_time)
         run_dir.end_session(exit_status=f"error: {type(error).__name__}: {error}", end_step=None)
         raise
     if exit_code == 0:
-        run_dir.complete(global_step=args.total_timesteps, elapsed_seconds=elapsed_total)
+        run_dir.finish(
+            {"learner": learner.state_dict(), "buffer": {"added": buffer.added}},
+            global_step=args.total_timesteps,
+            elapsed_seconds=elapsed_total,
+        )
+    progress.write(
+        state="completed" if exit_code == 0 else "stopped",
+        global_step=end_step,
+        elapsed_seconds=elapsed_total,
+    )
     run_dir.end_session(exit_status=exit_status, end_step=end_step)
     return exit_code
 
@@ -549,6 +573,7 @@ def _training_session(
     episode_return: float,
     episode_length: int,
     event_files: list[dict[str, Any]],
+    progress: RunProgress,
 ) -> tuple[int, str, int, float]:
     """Steps start_step.. until the end or a stop signal; (exit code, status, end step, elapsed)."""
     action_space = env.action_space
@@ -568,6 +593,7 @@ def _training_session(
     last_log_step = -1
     exit_status, exit_code = "completed", 0
     global_step = start_step
+    progress.write(global_step=start_step, elapsed_seconds=time.time() - start_time)
     with StopRequested() as stop:
         for global_step in range(start_step, args.total_timesteps):
             if global_step == args.learning_starts + 1:
@@ -593,6 +619,7 @@ def _training_session(
                 writer.add_scalar("charts/episodic_return", episode_return, global_step)
                 writer.add_scalar("charts/episodic_length", episode_length, global_step)
                 print(f"global_step={global_step}, episodic_return={episode_return}", flush=True)
+                progress.record_episode(episodic_return=episode_return)
                 episode_return, episode_length = 0.0, 0
 
             schedule = update_schedule(
@@ -639,6 +666,7 @@ def _training_session(
                     observation=observation,
                     episode_return=episode_return,
                     episode_length=episode_length,
+                    progress=progress,
                 )
                 # Keep steady_SPS about training: the pause for the checkpoint is not counted.
                 window_time += time.time() - checkpoint_started
@@ -648,6 +676,11 @@ def _training_session(
                 print(f"{name} received: checkpointed at step {finished_steps}; rerun to resume")
                 exit_status, exit_code = f"signal {name}", 128 + stop.signal_number
                 break
+            # In the random-action phase too: watchers see a run move from its first steps on.
+            if finished_steps % LOG_EVERY == 0 and finished_steps < args.total_timesteps:
+                progress.update(
+                    global_step=finished_steps, elapsed_seconds=time.time() - start_time
+                )
 
         elapsed_total = time.time() - start_time
         # The last step's elapsed time, unless the log cadence has just written it.
@@ -671,6 +704,7 @@ def save_checkpoint(
     observation: np.ndarray,
     episode_return: float,
     episode_length: int,
+    progress: RunProgress,
 ) -> list[dict[str, Any]]:
     writer.flush()
     event_files = run_dir.record_event_offsets(event_files)
@@ -686,9 +720,11 @@ def save_checkpoint(
             "episode_return": episode_return,
             "episode_length": episode_length,
             "event_files": event_files,
+            "progress": progress.checkpoint_state(),
         },
         buffer=buffer,
     )
+    progress.record_checkpoint(global_step=global_step)
     return event_files
 
 
