@@ -35,10 +35,33 @@ VARIANT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 # Memory beyond the replay buffer: Python, torch, MuJoCo, the networks and their optimizers.
 BASE_MEMORY_MB = 1536
-# Conservative throughput for time limits: CleanRL's published runs did ~95 steps/s on GPU nodes;
-# a busy CPU core can be slower. A run that hits the limit resumes from its checkpoint anyway.
-ASSUMED_STEPS_PER_SECOND = 40
+# Time limits of train jobs (train_runtime_minutes). Steps per second of one training run on ONE
+# core of a slow machine, with CleanRL's own update (sacbench's `reference` path, the slowest; the
+# default `fast` path is about 1.6x faster) and one thread: measured on shared 2-vCPU AMD EPYC
+# (Zen 3) virtual machines (docs/performance.md; docs/slurm.md has the table). The update (two
+# layers of 256 units, batch 256) dominates each step, so the five smaller tasks train at about
+# HalfCheetah's rate; Humanoid is slower (376 observation floats, a heavier simulation). Keyed by
+# task name without its version, so that e.g. Humanoid-v5 is timed as Humanoid-v4.
+SLOW_STEPS_PER_SECOND: dict[str, float] = {
+    "HalfCheetah": 36.0,
+    "Walker2d": 36.0,
+    "Hopper": 36.0,
+    "InvertedPendulum": 36.0,
+    "Humanoid": 22.0,
+    "Pusher": 36.0,
+}
+# Tasks not in the table (any other Gymnasium MuJoCo task) are timed as the slowest known one.
+FALLBACK_STEPS_PER_SECOND = min(SLOW_STEPS_PER_SECOND.values())
+# The limit asks for this many times the slow machine's training time: a busier or slower core,
+# a slow file system, periodic checkpoints. A run that still hits the limit checkpoints and
+# resumes in the next allocation (docs/slurm.md).
+TIME_SAFETY_FACTOR = 1.5
+# Interpreter, torch and MuJoCo start-up, and restoring a checkpoint (a replay buffer of
+# several GB) when a run resumes.
 STARTUP_MINUTES = 10
+# No train job asks for more than a day, the most common time limit of general-purpose
+# partitions; a run that needs longer continues in the next allocation, as at any time limit.
+MAX_TRAIN_RUNTIME_MINUTES = 24 * 60
 
 
 class ConfigError(ValueError):
@@ -116,11 +139,25 @@ def train_memory_mb(*, env_id: str, buffer_size: int, attempt: int = 1) -> int:
     return attempt * math.ceil(buffer_mb + BASE_MEMORY_MB)
 
 
-def train_runtime_minutes(*, total_timesteps: int) -> int:
-    """Wall-clock limit for one train job, generous for a slow CPU core."""
-    if not isinstance(total_timesteps, int) or total_timesteps <= 0:
+def slow_steps_per_second(env_id: str) -> float:
+    """Training throughput assumed for `env_id` on one slow core (SLOW_STEPS_PER_SECOND)."""
+    if not isinstance(env_id, str) or not env_id.strip():
+        raise ValueError(f"env_id must be a Gymnasium env id such as 'Hopper-v4', got {env_id!r}")
+    task = re.sub(r"-v\d+$", "", env_id)
+    return SLOW_STEPS_PER_SECOND.get(task, FALLBACK_STEPS_PER_SECOND)
+
+
+def train_runtime_minutes(*, env_id: str, total_timesteps: int) -> int:
+    """Wall-clock limit for one train job: start-up plus TIME_SAFETY_FACTOR times the training
+    time at the task's slow throughput, at most MAX_TRAIN_RUNTIME_MINUTES."""
+    if (
+        not isinstance(total_timesteps, int)
+        or isinstance(total_timesteps, bool)
+        or total_timesteps <= 0
+    ):
         raise ValueError(f"total_timesteps must be a positive integer, got {total_timesteps!r}")
-    return STARTUP_MINUTES + math.ceil(total_timesteps / ASSUMED_STEPS_PER_SECOND / 60)
+    seconds = TIME_SAFETY_FACTOR * total_timesteps / slow_steps_per_second(env_id)
+    return min(STARTUP_MINUTES + math.ceil(seconds / 60), MAX_TRAIN_RUNTIME_MINUTES)
 
 
 def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+# What a clone of the repository holds for Snakemake: a copy links these and adds a config.yaml.
+WORKFLOW_PARTS = ("Snakefile", "workflow", "profiles", "envs", "config")
 CLUSTER_SCRIPT = REPO / "scripts" / "slurm-cluster.sh"
 SLURM_PROFILE = REPO / "profiles" / "slurm"
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "sinfo")
@@ -57,6 +60,17 @@ def cluster(command: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+def next_job_id() -> int:
+    """The id slurmctld will give the next job. Every sbatch takes the next id, so the
+    difference of two readings counts the jobs submitted in between, whoever submitted them."""
+    shown = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, check=True
+    )
+    found = re.search(r"^NEXT_JOB_ID\s*=\s*(\d+)\s*$", shown.stdout, re.MULTILINE)
+    assert found, shown.stdout
+    return int(found[1])
+
+
 @dataclass(frozen=True)
 class Submission:
     """One sbatch made by the executor, as Snakemake reported it."""
@@ -90,6 +104,48 @@ def write_yaml(path: Path, content: dict) -> None:
     path.write_text(yaml.safe_dump(content, sort_keys=False))
 
 
+def merged(base: dict, override: dict) -> dict:
+    """`override` over `base`, mappings merged key by key, as Snakemake merges config files."""
+    result = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(result.get(key), dict):
+            result[key] = merged(result[key], value)
+        else:
+            result[key] = value
+    return result
+
+
+def smoke_preset() -> dict:
+    """config.yaml with config/smoke.yaml over it: the smoke preset as one config."""
+    base = yaml.safe_load((REPO / "config.yaml").read_text())
+    return merged(base, yaml.safe_load((REPO / "config" / "smoke.yaml").read_text()))
+
+
+def workflow_copy(root: Path, config: dict) -> Path:
+    """A folder laid out like a clone of the repository (its parts linked), whose config.yaml is
+    `config`: the commands of the docs run in it exactly as written."""
+    root.mkdir(parents=True, exist_ok=True)
+    for part in WORKFLOW_PARTS:
+        (root / part).symlink_to(REPO / part)
+    write_yaml(root / "config.yaml", config)
+    return root
+
+
+def run_verbatim(
+    workdir: Path, command: str, *, timeout: float = 600, **env: str
+) -> subprocess.CompletedProcess[str]:
+    """`command` as a user types it in `workdir`, with the environment installed (the venv's
+    tools first on PATH) and the given environment variables set."""
+    return subprocess.run(
+        shlex.split(command),
+        cwd=workdir,
+        env=snakemake_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def snakemake_env(**extra: str) -> dict[str, str]:
     """The environment for Snakemake; Slurm jobs inherit it (sbatch --export=ALL), so the rules'
     `python` must be this interpreter even when the venv is not activated."""
@@ -119,15 +175,45 @@ def run_snakemake(
     )
 
 
+@dataclass(frozen=True)
+class Request:
+    """What a job asked Slurm for, as squeue shows it."""
+
+    time_limit_minutes: int | None
+    cpus: int
+    memory_mb: int
+
+
+def slurm_minutes(text: str) -> int | None:
+    """squeue's [days-][hours:]minutes:seconds (or UNLIMITED) as whole minutes."""
+    if text in ("UNLIMITED", "INVALID", "NOT_SET"):
+        return None
+    days, _, clock = text.rpartition("-")
+    parts = [int(part) for part in clock.split(":")]
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    hours, minutes, seconds = parts
+    total = (int(days or 0) * 24 + hours) * 60 + minutes
+    return total + (1 if seconds else 0)
+
+
+def slurm_megabytes(text: str) -> int:
+    """squeue's memory column (e.g. 1625M, 4G) in MB."""
+    units = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2}
+    return round(float(text[:-1]) * units[text[-1]]) if text[-1] in units else int(text)
+
+
 @dataclass
 class SlurmObservations:
-    """What squeue showed while a test ran: job id -> (comment, every state seen)."""
+    """What squeue showed while a test ran: job id -> comment, every state seen, the request."""
 
     comments: dict[str, str] = field(default_factory=dict)
     states: dict[str, list[str]] = field(default_factory=dict)
+    requests: dict[str, Request] = field(default_factory=dict)
 
-    def record(self, job_id: str, state: str, comment: str) -> None:
+    def record(self, job_id: str, state: str, comment: str, request: Request) -> None:
         self.comments[job_id] = comment
+        self.requests[job_id] = request
         seen = self.states.setdefault(job_id, [])
         if not seen or seen[-1] != state:
             seen.append(state)
@@ -142,13 +228,14 @@ def watch_squeue(interval: float = 0.5) -> Iterator[SlurmObservations]:
     def poll() -> None:
         while not stop.is_set():
             listing = subprocess.run(
-                ["squeue", "--states=all", "--noheader", "--format=%i|%T|%k"],
+                ["squeue", "--states=all", "--noheader", "--format=%i|%T|%l|%C|%m|%k"],
                 capture_output=True,
                 text=True,
             )
             for line in listing.stdout.splitlines():
-                job_id, state, comment = line.split("|", 2)
-                observations.record(job_id, state, comment)
+                job_id, state, limit, cpus, memory, comment = line.split("|", 5)
+                request = Request(slurm_minutes(limit), int(cpus), slurm_megabytes(memory))
+                observations.record(job_id, state, comment, request)
             stop.wait(interval)
 
     thread = threading.Thread(target=poll, daemon=True)

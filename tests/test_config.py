@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,15 @@ import yaml
 
 from sacbench.config import (
     CONFIGURABLE_ARGS,
+    MAX_TRAIN_RUNTIME_MINUTES,
     PIPELINE_ARGS,
+    SLOW_STEPS_PER_SECOND,
+    STARTUP_MINUTES,
+    TIME_SAFETY_FACTOR,
     ConfigError,
     default_args,
     load_schema,
+    slow_steps_per_second,
     train_memory_mb,
     train_runtime_minutes,
     trainer_args,
@@ -210,10 +216,69 @@ def test_memory_rejects_bad_arguments(kwargs: dict[str, Any]):
         train_memory_mb(**kwargs)
 
 
-def test_runtime_grows_with_the_budget_and_covers_startup():
-    assert train_runtime_minutes(total_timesteps=1) >= 10
-    full = train_runtime_minutes(total_timesteps=1_000_000)
-    # CleanRL's published runs took ~175 min per 1M steps; the limit must leave ample margin.
-    assert full > 2 * 175
-    with pytest.raises(ValueError):
-        train_runtime_minutes(total_timesteps=0)
+def test_time_limit_is_startup_plus_safety_times_the_slow_training_time():
+    for env_id in BENCHMARK_ENV_IDS:
+        throughput = SLOW_STEPS_PER_SECOND[env_id.removesuffix("-v4")]
+        training_minutes = TIME_SAFETY_FACTOR * 1_000_000 / throughput / 60
+        assert train_runtime_minutes(env_id=env_id, total_timesteps=1_000_000) == (
+            STARTUP_MINUTES + math.ceil(training_minutes)
+        ), env_id
+    # The figures docs/slurm.md quotes: 1M steps at 36 and 22 steps/s, times 1.5, plus 10 min.
+    assert train_runtime_minutes(env_id="HalfCheetah-v4", total_timesteps=1_000_000) == 705
+    assert train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=1_000_000) == 1147
+    # The smoke preset's 2,000 steps: mostly start-up.
+    assert train_runtime_minutes(env_id="Hopper-v4", total_timesteps=2000) == 12
+
+
+def test_time_limits_differ_per_task_and_humanoid_gets_the_most():
+    limits = {
+        env_id: train_runtime_minutes(env_id=env_id, total_timesteps=1_000_000)
+        for env_id in BENCHMARK_ENV_IDS
+    }
+    assert max(limits, key=limits.get) == "Humanoid-v4"
+    assert limits["Humanoid-v4"] > 1.5 * limits["HalfCheetah-v4"]
+    # CleanRL's published runs took ~175 min per 1M steps on GPU nodes; a CPU core needs far more.
+    assert min(limits.values()) > 3 * 175
+    # Under a day, so that the default benchmark fits the commonest partition limit.
+    assert max(limits.values()) < MAX_TRAIN_RUNTIME_MINUTES
+
+
+def test_every_benchmark_task_has_a_measured_throughput():
+    assert {env_id.removesuffix("-v4") for env_id in BENCHMARK_ENV_IDS} == set(
+        SLOW_STEPS_PER_SECOND
+    )
+
+
+def test_other_versions_share_their_tasks_limit_and_unknown_tasks_get_the_slowest():
+    assert train_runtime_minutes(env_id="Humanoid-v5", total_timesteps=500_000) == (
+        train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=500_000)
+    )
+    assert slow_steps_per_second("Hopper-v5") == SLOW_STEPS_PER_SECOND["Hopper"]
+    # Ant, Swimmer, HumanoidStandup, ...: not measured, so timed as the slowest measured task.
+    for env_id in ("Ant-v4", "HumanoidStandup-v5", "Swimmer-v4"):
+        assert slow_steps_per_second(env_id) == min(SLOW_STEPS_PER_SECOND.values()), env_id
+        assert train_runtime_minutes(env_id=env_id, total_timesteps=1_000_000) == (
+            train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=1_000_000)
+        )
+
+
+def test_time_limit_grows_with_the_budget_up_to_the_cap():
+    limits = [
+        train_runtime_minutes(env_id="Hopper-v4", total_timesteps=steps)
+        for steps in (1, 10_000, 100_000, 1_000_000, 3_000_000, 10_000_000)
+    ]
+    assert limits == sorted(limits)
+    assert limits[0] == STARTUP_MINUTES + 1
+    assert limits[3] < limits[4] == MAX_TRAIN_RUNTIME_MINUTES == limits[5] == 24 * 60
+
+
+@pytest.mark.parametrize("total_timesteps", [0, -5, 1.5, True, "1000", None])
+def test_time_limit_rejects_a_bad_step_count_naming_it(total_timesteps: Any):
+    with pytest.raises(ValueError, match=f"total_timesteps.*{re.escape(repr(total_timesteps))}"):
+        train_runtime_minutes(env_id="Hopper-v4", total_timesteps=total_timesteps)
+
+
+@pytest.mark.parametrize("env_id", ["", "  ", None, 4])
+def test_time_limit_rejects_a_bad_env_id_naming_it(env_id: Any):
+    with pytest.raises(ValueError, match=f"env_id.*{re.escape(repr(env_id))}"):
+        train_runtime_minutes(env_id=env_id, total_timesteps=1000)

@@ -2,46 +2,64 @@
 Snakemake's Slurm executor with profiles/slurm, the real trainer.
 
 Every Slurm job pays two nested Snakemake start-ups, so the budgets are small: the smoke
-preset (six tasks, 2,000 steps each), one short run for preemption, a few hundred steps for
-failures. The cluster is started once per session and stopped at the end (unless it was
-already running). Without the Slurm binaries the tests are skipped, except in CI (CI=true),
-where that is a failure.
+preset (six tasks, 2,000 steps each) through the documented command exactly as written, one
+short run for preemption, a few hundred steps for failures, and runs that never start (dry
+runs, a submission Slurm refuses). The cluster is started once per session and stopped at the
+end (unless it was already running). Without the Slurm binaries the tests are skipped, except
+in CI (CI=true), where that is a failure.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 import yaml
 
+from sacbench.config import replay_buffer_bytes, train_memory_mb, train_runtime_minutes
 from sacbench.events import read_run_scalars
 from sacbench.tags import TIME_TAGS
 from tests.slurm_cluster import (
     REPO,
+    Request,
+    SlurmObservations,
     Submission,
     cluster,
     missing_binaries,
+    next_job_id,
     run_snakemake,
+    run_verbatim,
+    smoke_preset,
     snakemake_command,
     snakemake_env,
     submissions,
     wait_for,
     watch_squeue,
+    workflow_copy,
     write_yaml,
 )
 
 pytestmark = pytest.mark.slurm
 
 VARIANT = "sac_continuous_action"
-# The whole smoke preset (all six tasks, one seed): 6 train + 6 extract + table and plot jobs.
-SMOKE_ENV_IDS = yaml.safe_load((REPO / "config.yaml").read_text())["env_ids"]
+# The command docs/slurm.md gives, and the one setting it tells users of clusters without
+# accounting (no sacct), like the test cluster, to make.
+SLURM_COMMAND = "snakemake --profile profiles/slurm"
+NO_ACCOUNTING = {"SACBENCH_SLURM_STATUS_COMMAND": "squeue"}
+# The whole smoke preset (all six tasks, one seed): 6 train jobs on Slurm; extraction, tables
+# and plots on the submit host.
+SMOKE = smoke_preset()
+SMOKE_ENV_IDS = SMOKE["env_ids"]
 SMOKE_TABLES = ("sac.csv", "sac_runtimes.csv", "sac_aggregate.csv")
 SMOKE_TARGETS = [
     *SMOKE_TABLES,
@@ -103,15 +121,25 @@ def slurm_log_text(submission: Submission) -> str:
 # ---- the smoke workflow ------------------------------------------------------------------------
 
 
+@dataclass
+class SmokeRuns:
+    on_slurm: Path
+    local: Path
+    output: str
+    seen: SlurmObservations
+    slurm_ids: list[int]
+
+
 @pytest.fixture(scope="module")
-def smoke_runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory):
-    """The smoke preset once through Slurm and once locally, side by side."""
-    on_slurm = workdir_with_config(tmp_path_factory.mktemp("slurm-smoke"))
-    local = workdir_with_config(tmp_path_factory.mktemp("local-smoke"))
-    config_args = ["smoke.yaml"]
+def smoke_runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory) -> SmokeRuns:
+    """The smoke preset once through `snakemake --profile profiles/slurm`, typed as docs/slurm.md
+    gives it in a copy of the workflow whose config.yaml is the smoke preset, and once locally,
+    side by side."""
+    on_slurm = workflow_copy(tmp_path_factory.mktemp("slurm-smoke") / "sacbench", SMOKE)
+    local = workflow_copy(tmp_path_factory.mktemp("local-smoke") / "sacbench", SMOKE)
 
     local_run = subprocess.Popen(
-        snakemake_command("--cores", "1", *configfiles(local, *config_args), profile=None),
+        ["snakemake", "--cores", "1"],
         cwd=local,
         env=snakemake_env(),
         stdout=subprocess.PIPE,
@@ -119,43 +147,69 @@ def smoke_runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory):
         text=True,
     )
     started = time.monotonic()
+    first_id = next_job_id()
     with watch_squeue() as seen:
-        slurm_run = run_snakemake(on_slurm, *configfiles(on_slurm, *config_args))
+        slurm_run = run_verbatim(on_slurm, SLURM_COMMAND, **NO_ACCOUNTING)
+    slurm_ids = list(range(first_id, next_job_id()))
     elapsed = time.monotonic() - started
     local_output, _ = local_run.communicate(timeout=600)
-    print(f"\nSlurm smoke run ({len(SMOKE_ENV_IDS)} tasks): {elapsed:.0f} s wall time")
+    print(f"\n`{SLURM_COMMAND}`, smoke preset ({len(SMOKE_ENV_IDS)} tasks): {elapsed:.0f} s")
     assert slurm_run.returncode == 0, slurm_run.stdout + slurm_run.stderr
     assert local_run.returncode == 0, local_output
-    return on_slurm, local, slurm_run.stdout + slurm_run.stderr, seen
+    return SmokeRuns(on_slurm, local, slurm_run.stdout + slurm_run.stderr, seen, slurm_ids)
 
 
-def test_smoke_workflow_runs_every_train_job_as_a_slurm_job(smoke_runs):
-    on_slurm, _, output, seen = smoke_runs
+def test_smoke_workflow_runs_every_train_job_as_a_slurm_job(smoke_runs: SmokeRuns):
+    """`snakemake --profile profiles/slurm`, typed as docs/slurm.md gives it, submits one Slurm
+    job per train run and nothing else."""
+    on_slurm, output, seen = smoke_runs.on_slurm, smoke_runs.output, smoke_runs.seen
+    train_runs = [f"{VARIANT}_{env_id}_1" for env_id in SMOKE_ENV_IDS]
+    # Slurm's own count: the job ids slurmctld handed out while the command ran.
+    assert len(smoke_runs.slurm_ids) == len(train_runs) == 6, smoke_runs.slurm_ids
+    # ...and they are exactly the executor's submissions, each a train run.
     jobs = submissions(output)
-    train_jobs = {job.wildcards: job for job in jobs if job.rule == "train"}
-    assert sorted(train_jobs) == sorted(f"{VARIANT}_{env_id}_1" for env_id in SMOKE_ENV_IDS)
+    print("Slurm job ids:", {job.slurm_id: (job.rule, job.wildcards) for job in jobs})
+    assert sorted(int(job.slurm_id) for job in jobs) == smoke_runs.slurm_ids, output
+    assert {job.rule for job in jobs} == {"train"}, output
+    train_jobs = {job.wildcards: job for job in jobs}
+    assert sorted(train_jobs) == sorted(train_runs)
     for wildcards, job in train_jobs.items():
+        env_id = wildcards.removeprefix(f"{VARIANT}_").removesuffix("_1")
         # squeue saw the job run and finish under the comment the executor gave it...
         assert seen.comments[job.slurm_id] == f"rule_train_wildcards_{wildcards}"
         assert "RUNNING" in seen.states[job.slurm_id], seen.states[job.slurm_id]
         assert seen.states[job.slurm_id][-1] == "COMPLETED", seen.states[job.slurm_id]
-        # ...and slurmstepd wrote the job's output, the training rule's run, to its log.
+        # ...with the rule's requests: one CPU, the run's memory, the task's time limit.
+        assert seen.requests[job.slurm_id] == Request(
+            time_limit_minutes=train_runtime_minutes(env_id=env_id, total_timesteps=2000),
+            cpus=1,
+            memory_mb=train_memory_mb(env_id=env_id, buffer_size=2000),
+        ), env_id
+        # slurmstepd wrote the job's output, the training rule's run, to its log.
         log = slurm_log_text(job)
         assert "rule train:" in log and "Finished jobid" in log, log
-        env_id = wildcards.removeprefix(f"{VARIANT}_").removesuffix("_1")
         trained = run_dir(on_slurm, "results/smoke", env_id)
         assert json.loads((trained / "complete.json").read_text())["global_step"] == 2000
         # the trainer itself ran inside that Slurm job
         sessions = json.loads((trained / "metadata.json").read_text())["sessions"]
         assert [session["host"]["slurm_job_id"] for session in sessions] == [job.slurm_id]
-    print("Slurm job ids:", {job.slurm_id: (job.rule, job.wildcards) for job in jobs})
-    # Every job of the workflow ran on Slurm, not only the training.
-    assert {job.rule for job in jobs} >= {"train", "extract"}
-    assert all(seen.states[job.slurm_id][-1] == "COMPLETED" for job in jobs)
+    # Per-task limits reached Slurm: Humanoid's is the longest.
+    limits = {
+        wildcards: seen.requests[job.slurm_id].time_limit_minutes
+        for wildcards, job in train_jobs.items()
+    }
+    assert max(limits, key=limits.get) == f"{VARIANT}_Humanoid-v4_1", limits
+    # Extraction, tables and plots ran on the submit host, in this Snakemake process.
+    for env_id in SMOKE_ENV_IDS:
+        assert (on_slurm / "results/smoke/extracted" / VARIANT / env_id / "1.csv").is_file()
+    for rule in ("extract", "runtimes_table", "returns_table", "aggregate_table", "plots"):
+        assert f"localrule {rule}:" in output, rule
+    assert output.count("localrule extract:") == len(SMOKE_ENV_IDS), output
+    assert [path.name for path in (on_slurm / "logs" / "slurm").iterdir()] == ["rule_train"]
 
 
-def test_smoke_tables_match_a_local_run_in_structure(smoke_runs):
-    on_slurm, local, _, _ = smoke_runs
+def test_smoke_tables_match_a_local_run_in_structure(smoke_runs: SmokeRuns):
+    on_slurm, local = smoke_runs.on_slurm, smoke_runs.local
     for target in SMOKE_TARGETS:
         assert (on_slurm / "results" / "smoke" / target).stat().st_size > 0, target
     for table in SMOKE_TABLES:
@@ -175,14 +229,102 @@ def test_smoke_tables_match_a_local_run_in_structure(smoke_runs):
         ], table
 
 
-def test_smoke_training_on_slurm_equals_local_training(smoke_runs):
+def test_smoke_training_on_slurm_equals_local_training(smoke_runs: SmokeRuns):
     """Same seed, same single thread: where a run trains must not change what it computes."""
-    on_slurm, local, _, _ = smoke_runs
+    on_slurm, local = smoke_runs.on_slurm, smoke_runs.local
     for env_id in SMOKE_ENV_IDS:
         pd.testing.assert_frame_equal(
             comparable_scalars(run_dir(on_slurm, "results/smoke", env_id)),
             comparable_scalars(run_dir(local, "results/smoke", env_id)),
         )
+
+
+# ---- what train jobs ask Slurm for -------------------------------------------------------------
+
+
+def dry_run_train_jobs(output: str) -> dict[tuple[str, str], dict[str, str]]:
+    """(env_id, seed) -> the train job's resources, from `snakemake -n` output."""
+    jobs = {}
+    for block in re.findall(r"^rule train:\n((?:    .*\n?)+)", output, re.MULTILINE):
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.MULTILINE))
+        wildcards = dict(item.split("=", 1) for item in fields["wildcards"].split(", "))
+        resources = dict(item.split("=", 1) for item in fields["resources"].split(", "))
+        jobs[(wildcards["env_id"], wildcards["seed"])] = resources
+    return jobs
+
+
+def test_time_limits_are_per_task_and_one_variable_replaces_them(tmp_path: Path):
+    """The default benchmark's train jobs get their task's limit; SACBENCH_SLURM_TRAIN_RUNTIME
+    (docs/slurm.md) gives every one the same limit and keeps the warning signal before it."""
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    workdir = workflow_copy(tmp_path / "sacbench", config)
+
+    planned = run_verbatim(workdir, f"{SLURM_COMMAND} -n", timeout=120)
+    assert planned.returncode == 0, planned.stderr
+    jobs = dry_run_train_jobs(planned.stdout + planned.stderr)
+    assert len(jobs) == 18
+    for (env_id, _), resources in jobs.items():
+        expected = train_runtime_minutes(env_id=env_id, total_timesteps=1_000_000)
+        assert resources["runtime"] == str(expected), env_id
+        assert resources["slurm_extra"] == "--signal=TERM@300 --open-mode=append"
+    assert len({resources["runtime"] for resources in jobs.values()}) == 2  # Humanoid's, others'
+
+    fixed = run_verbatim(
+        workdir, f"{SLURM_COMMAND} -n", SACBENCH_SLURM_TRAIN_RUNTIME="12h", timeout=120
+    )
+    assert fixed.returncode == 0, fixed.stderr
+    jobs = dry_run_train_jobs(fixed.stdout + fixed.stderr)
+    assert len(jobs) == 18
+    for resources in jobs.values():
+        assert resources["runtime"] == "720"
+        assert resources["slurm_extra"] == "--signal=TERM@300 --open-mode=append"
+
+
+def test_submit_host_does_not_cap_what_train_jobs_ask_slurm_for(slurm_cluster, tmp_path: Path):
+    """profiles/default, the workflow profile for local runs (every core of this machine, a memory
+    total), is applied on top of profiles/slurm as well. A train job must still ask Slurm for more
+    CPUs and memory than the submit host has, unchanged. The job goes to a partition that does not
+    exist, so that Slurm refuses it at once and shows the whole request whatever it holds."""
+    host_mb = psutil.virtual_memory().total // 2**20
+    cpus = max(8, 4 * (os.cpu_count() or 1))
+    per_transition = replay_buffer_bytes(env_id="Humanoid-v4", buffer_size=1)
+    buffer_size = math.ceil(2 * host_mb * 2**20 / per_transition)
+    memory_mb = train_memory_mb(env_id="Humanoid-v4", buffer_size=buffer_size)
+    assert memory_mb > host_mb
+    config = {
+        "env_ids": ["Humanoid-v4"],
+        "seeds": [1],
+        "train": {**TINY_TRAIN, "buffer_size": buffer_size},
+    }
+    workdir = workflow_copy(tmp_path / "sacbench", config)
+
+    done = run_snakemake(
+        workdir,
+        "--retries",
+        "0",
+        SACBENCH_SLURM_TRAIN_CPUS=str(cpus),
+        SACBENCH_SLURM_PARTITION="no-such-partition",
+        timeout=180,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output
+    assert "invalid partition specified: no-such-partition" in output, output
+    (call,) = re.findall(r"^\s*(sbatch --parsable .*)$", output, re.MULTILINE)
+    inner_cores = re.search(r" --cores '?(\w+)'? ", call)[1]
+    asked = {
+        "cpus": int(re.search(r" --cpus-per-task=(\d+) ", call)[1]),
+        "mem_mb": int(re.search(r" --mem (\d+) ", call)[1]),
+        "minutes": int(re.search(r" -t '?(\d+)'? ", call)[1]),
+        # the Snakemake inside the job must not cap the trainer's threads at this host's cores
+        "threads capped inside the job": inner_cores != "all" and int(inner_cores) < cpus,
+    }
+    assert asked == {
+        "cpus": cpus,
+        "mem_mb": memory_mb,
+        "minutes": train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=400),
+        "threads capped inside the job": False,
+    }, call
+    assert submissions(output) == []
 
 
 # ---- preemption --------------------------------------------------------------------------------

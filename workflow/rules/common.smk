@@ -1,9 +1,11 @@
 # Helpers for the rules: config validation, the run matrix, input functions, resources.
 # The logic lives in sacbench/config.py (unit-tested); this file only adapts it to Snakemake.
+import os
 import re
 from pathlib import Path
 
 from sacbench import config as sacbench_config
+from sacbench import local_resources
 
 config.update(
     sacbench_config.validated_config(
@@ -13,6 +15,24 @@ config.update(
         ),
     )
 )
+
+# profiles/default (the workflow profile) sets `cores: all` so that a plain `snakemake TARGET`
+# runs locally, and local runs get a default memory total (Snakemake enforces only resources
+# that have one), so train jobs queue instead of being killed hours in; --resources mem_mb=N
+# replaces it. Neither may reach a Slurm run: Snakemake applies the workflow profile on top of
+# --profile profiles/slurm, where the submit host's cores and memory would cap what jobs on the
+# cluster's nodes ask for. While this file is read Snakemake has not chosen its executor yet,
+# so profiles/slurm says so through SACBENCH_EXECUTOR. The Snakemake that runs each job inside
+# its allocation (not the main process) is given its resources and needs no default.
+ON_SLURM = os.environ.get("SACBENCH_EXECUTOR") == "slurm"
+LOCAL_MEMORY_TOTAL = workflow.is_main_process and not ON_SLURM
+if ON_SLURM and workflow.is_main_process:
+    workflow.global_resources["_cores"] = None
+    workflow.resource_settings.cores = None
+elif LOCAL_MEMORY_TOTAL and workflow.global_resources.get("mem_mb").value is None:
+    workflow.global_resources["mem_mb"] = local_resources.default_memory_budget_mb(
+        available_mb=local_resources.available_memory_mb()
+    )
 
 RESULTS = config["results_dir"]
 VARIANTS = list(config["variants"])
@@ -70,16 +90,26 @@ def trainer_flags(wildcards):
 
 
 def train_mem_mb(wildcards, attempt):
+    """The run's memory; locally, a run that can never fit the total fails before it starts."""
     args = sacbench_config.trainer_args(config, variant=wildcards.variant)
-    return sacbench_config.train_memory_mb(
+    need = sacbench_config.train_memory_mb(
         env_id=wildcards.env_id, buffer_size=args["buffer_size"], attempt=attempt
+    )
+    if not LOCAL_MEMORY_TOTAL:
+        return need
+    return local_resources.check_job_fits(
+        run=f"{wildcards.variant}/{wildcards.env_id}/{wildcards.seed}",
+        need_mb=need,
+        total_mb=workflow.global_resources.get("mem_mb").value,
+        attempt=attempt,
     )
 
 
 def train_runtime(wildcards):
+    """The run's time limit in minutes, from its task's throughput and its number of steps."""
     args = sacbench_config.trainer_args(config, variant=wildcards.variant)
     return sacbench_config.train_runtime_minutes(
-        total_timesteps=args["total_timesteps"]
+        env_id=wildcards.env_id, total_timesteps=args["total_timesteps"]
     )
 
 

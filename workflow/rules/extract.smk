@@ -1,5 +1,10 @@
 # A run's TensorBoard events -> a tidy table (tag, step, wall_time, value) plus a JSON summary
 # of its metadata, offline. Reruns whenever the run's completion record is newer.
+# A local rule: on a cluster it runs on the submit host (reading one run; no allocation needed).
+localrules:
+    extract,
+
+
 rule extract:
     input:
         complete=results("runs/{variant}/{env_id}/{seed}/complete.json"),

@@ -1,4 +1,9 @@
 # Learning curves and throughput: one panel per env, one curve (mean +- std over seeds) per variant.
+# A local rule: on a cluster it runs on the submit host; only training is submitted.
+localrules:
+    plots,
+
+
 rule plots:
     input:
         tables=extracted_tables,

@@ -1,4 +1,11 @@
 # The result tables, each from the extracted runs of the whole config (variants are columns).
+# Local rules: on a cluster they run on the submit host; only training is submitted.
+localrules:
+    runtimes_table,
+    returns_table,
+    aggregate_table,
+
+
 rule runtimes_table:
     input:
         tables=extracted_tables,

@@ -1,7 +1,8 @@
 # One job per variant x env x seed. The output is the run's completion record, not the run dir,
-# so a failed job keeps its checkpoints and the rerun resumes from them. --overwrite is safe:
-# Snakemake only starts this job when the record is missing or its params changed, and the
-# trainer then moves a stale or finished run dir aside (never deletes it) and trains afresh.
+# so a failed job keeps its checkpoints and the rerun resumes from them. Snakemake removes the
+# record before it reruns a job; the trainer then restores it from a finished run's final state
+# (nothing is retrained), resumes an unfinished run, or, with --overwrite, moves a run dir made
+# with other run-defining args aside (never deletes it) and trains afresh (docs/contracts.md).
 # Threads, memory and time come from here by default; profiles override them (set-threads,
 # set-resources), and a `gpu` resource is added there by users who want GPUs.
 rule train:
