@@ -1,0 +1,234 @@
+"""The README's commands work as written.
+
+Every command in the README's bash blocks is either run here, exactly as written, in a folder
+that looks like a clone of the repository, or named with the test that runs it (the Slurm
+command needs the test cluster; the full benchmark is run with a tiny config). A command added
+to the README without an entry below fails `test_every_readme_command_is_checked`.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.workflow_copies import REPO, run_verbatim, venv_environment, workflow_copy
+
+pytestmark = pytest.mark.slow
+
+SMOKE = "snakemake --profile profiles/smoke"
+HOPPER_RUN = "results/runs/sac_continuous_action/Hopper-v4/1/complete.json"
+
+# README command -> (test file, test function) that runs it, or why no test does.
+CHECKED: dict[str, tuple[str, str]] = {
+    "snakemake --cores 18": (
+        "tests/test_readme.py",
+        "test_one_run_then_the_benchmark_then_its_report",
+    ),
+    "snakemake --profile profiles/slurm": (
+        "tests/test_slurm.py",
+        "test_smoke_workflow_runs_every_train_job_as_a_slurm_job",
+    ),
+    "snakemake results/sac_runtimes.md": (
+        "tests/test_commands.py",
+        "test_plain_target_runs_locally_on_every_core",
+    ),
+    f"bash scripts/setup.sh && . .venv/bin/activate && {SMOKE}": (
+        "tests/test_readme.py",
+        "test_smoke_preset_builds_every_table_and_plot",
+    ),
+    "bash .ci/run": ("", "CI runs it on every submission"),
+    "python -m sacbench.status --configfile config/smoke.yaml": (
+        "tests/test_readme.py",
+        "test_status_after_the_smoke_preset_shows_six_finished_runs",
+    ),
+    f"{SMOKE} --report results/smoke/report.html": (
+        "tests/test_readme.py",
+        "test_report_after_the_smoke_preset",
+    ),
+    "python -m sacbench.status --watch 60": (
+        "tests/test_readme.py",
+        "test_status_watch_reprints_until_interrupted",
+    ),
+    "tensorboard --logdir results/runs": (
+        "tests/test_readme.py",
+        "test_tensorboard_serves_the_runs",
+    ),
+    "snakemake -n": (
+        "tests/test_readme.py",
+        "test_dry_run_lists_the_full_benchmark",
+    ),
+    f"snakemake {HOPPER_RUN}": (
+        "tests/test_readme.py",
+        "test_one_run_then_the_benchmark_then_its_report",
+    ),
+    "snakemake --report results/report.html": (
+        "tests/test_readme.py",
+        "test_one_run_then_the_benchmark_then_its_report",
+    ),
+    "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1": (
+        "tests/test_readme.py",
+        "test_trainer_command_starts_and_stops_cleanly",
+    ),
+}
+
+
+def readme_commands() -> list[str]:
+    """Command lines of the README's bash blocks: comments and `export` lines dropped."""
+    text = (REPO / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL):
+        joined = re.sub(r"\\\n\s*", " ", block)
+        for line in joined.splitlines():
+            command = re.sub(r"(^|\s+)#.*$", "", line).strip()
+            if command and not command.startswith("export "):
+                commands.append(re.sub(r"\s+", " ", command))
+    return commands
+
+
+def test_every_readme_command_is_checked():
+    commands = set(readme_commands())
+    assert commands - set(CHECKED) == set(), "README commands that no test runs"
+    assert set(CHECKED) - commands == set(), "checked commands the README no longer has"
+    for command, (path, function) in CHECKED.items():
+        if path:
+            assert f"def {function}(" in (REPO / path).read_text(), f"{command}: {function} gone"
+
+
+def default_config_copy(parent: Path) -> Path:
+    workdir = workflow_copy(parent, {})
+    shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
+    return workdir
+
+
+def verbatim(workdir: Path, command: str) -> subprocess.CompletedProcess[str]:
+    result = run_verbatim(workdir, command)
+    assert result.returncode == 0, f"{command}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory) -> Path:
+    workdir = default_config_copy(tmp_path_factory.mktemp("readme"))
+    verbatim(workdir, SMOKE)
+    return workdir
+
+
+def test_smoke_preset_builds_every_table_and_plot(smoke: Path):
+    results = smoke / "results" / "smoke"
+    for name in ("sac_runtimes.md", "sac.md", "sac_aggregate.md", "plots/sac.png"):
+        assert (results / name).stat().st_size > 0, name
+    runs = sorted(results.glob("runs/sac_continuous_action/*/1/complete.json"))
+    assert len(runs) == 6
+
+
+def test_status_after_the_smoke_preset_shows_six_finished_runs(smoke: Path):
+    output = verbatim(smoke, "python -m sacbench.status --configfile config/smoke.yaml").stdout
+    rows = [line for line in output.splitlines() if "sac_continuous_action" in line]
+    assert len(rows) == 6 and all(" done " in f" {row} " for row in rows), output
+
+
+def test_report_after_the_smoke_preset(smoke: Path):
+    verbatim(smoke, f"{SMOKE} --report results/smoke/report.html")
+    report = (smoke / "results" / "smoke" / "report.html").read_text(errors="replace")
+    assert "sac_runtimes.md" in report and "sac.png" in report
+
+
+def test_status_watch_reprints_until_interrupted(tmp_path: Path):
+    workdir = default_config_copy(tmp_path)
+    process = subprocess.Popen(
+        ["python", "-m", "sacbench.status", "--watch", "60"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=venv_environment(),
+    )
+    time.sleep(8)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    rows = [line for line in stdout.splitlines() if "sac_continuous_action" in line]
+    assert len(rows) == 18 and all("pending" in row for row in rows), stdout
+
+
+def test_tensorboard_serves_the_runs(tmp_path: Path):
+    workdir = default_config_copy(tmp_path)
+    (workdir / "results" / "runs").mkdir(parents=True)
+    process = subprocess.Popen(
+        ["tensorboard", "--logdir", "results/runs"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=venv_environment(),
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen("http://localhost:6006/", timeout=2) as response:
+                    assert response.status == 200
+                    break
+            except OSError:
+                assert process.poll() is None, "tensorboard exited"
+                assert time.monotonic() < deadline, "tensorboard did not answer on port 6006"
+                time.sleep(1)
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def test_dry_run_lists_the_full_benchmark(tmp_path: Path):
+    workdir = default_config_copy(tmp_path)
+    output = verbatim(workdir, "snakemake -n").stdout
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", output, flags=re.MULTILINE))
+    assert counts["train"] == "18" and counts["extract"] == "18", output[-2000:]
+
+
+def test_one_run_then_the_benchmark_then_its_report(tmp_path: Path):
+    config = {
+        "env_ids": ["Hopper-v4"],
+        "seeds": [1],
+        "train": {"total_timesteps": 500, "learning_starts": 100, "batch_size": 32,
+                  "buffer_size": 500, "checkpoint_interval": 250},
+    }  # fmt: skip
+    workdir = workflow_copy(tmp_path, config)
+
+    verbatim(workdir, f"snakemake {HOPPER_RUN}")
+    assert (workdir / HOPPER_RUN).is_file()
+    assert not (workdir / "results" / "sac.md").exists()
+
+    verbatim(workdir, "snakemake --cores 18")
+    assert (workdir / "results" / "sac.md").is_file()
+
+    verbatim(workdir, "snakemake --report results/report.html")
+    assert (workdir / "results" / "report.html").stat().st_size > 0
+
+
+def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
+    """The README's trainer command trains 1M steps; started here, it must get going, and stop
+    on SIGTERM with a checkpoint to resume from."""
+    process = subprocess.Popen(
+        ["python", "-m", "sacbench.train", "--env-id", "Hopper-v4", "--seed", "1", "--run-dir",
+         "runs/hopper-1"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=venv_environment(),
+    )  # fmt: skip
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("global_step="):
+            break
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 128 + signal.SIGTERM, output
+    assert (tmp_path / "runs" / "hopper-1" / "checkpoint" / "state.pt").is_file()
+    assert "rerun to resume" in output
