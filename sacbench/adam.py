@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from sacbench import private_api
+
 
 def prepared_adam(parameters: list[torch.Tensor], *, lr: float) -> torch.optim.Adam:
     """torch's Adam (defaults) with its state created up front, for adam_step to advance."""
@@ -22,11 +24,7 @@ def create_missing_adam_state(optimizer: torch.optim.Adam) -> None:
     """The state torch.optim.Adam(fused=True) creates on a parameter's first step."""
     for parameter in optimizer.param_groups[0]["params"]:
         if not optimizer.state[parameter]:
-            optimizer.state[parameter] = {
-                "step": torch.zeros((), dtype=torch.float32, device=parameter.device),
-                "exp_avg": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-                "exp_avg_sq": torch.zeros_like(parameter, memory_format=torch.preserve_format),
-            }
+            optimizer.state[parameter] = private_api.fused_adam_state(parameter)
 
 
 @torch.no_grad()
@@ -36,22 +34,17 @@ def adam_step(optimizer: torch.optim.Adam, gradients: tuple[torch.Tensor, ...]) 
     parameters = group["params"]
     states = [optimizer.state[parameter] for parameter in parameters]
     steps = [state["step"] for state in states]
-    torch._foreach_add_(steps, 1)
+    private_api.foreach_add_(steps, 1)
     beta1, beta2 = group["betas"]
-    torch._fused_adam_(
+    private_api.fused_adam_(
         parameters,
         list(gradients),
         [state["exp_avg"] for state in states],
         [state["exp_avg_sq"] for state in states],
-        [],
         steps,
-        amsgrad=False,
         lr=group["lr"],
         beta1=beta1,
         beta2=beta2,
         weight_decay=group["weight_decay"],
         eps=group["eps"],
-        maximize=False,
-        grad_scale=None,
-        found_inf=None,
     )

@@ -75,19 +75,24 @@ def capture_env_state(env: gym.Env) -> dict[str, Any]:
     The whole MjData is kept (not just qpos/qvel): some tasks' rewards read quantities the previous
     step computed, and the solver warm-starts from the previous step's accelerations.
     """
+    # Imported here: private_api loads torch, and the pipeline reads ENV_SHAPES without it.
+    from sacbench.private_api import time_limit_steps
+
     unwrapped = env.unwrapped
     return {
         "mj_data": pickle.dumps(unwrapped.data),  # type: ignore[attr-defined]
-        "elapsed_steps": env._elapsed_steps,  # type: ignore[attr-defined]  # TimeLimit's counter
+        "elapsed_steps": time_limit_steps(env),
         "env_rng": unwrapped.np_random.bit_generator.state,
         "action_space_rng": env.action_space.np_random.bit_generator.state,
     }
 
 
 def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
+    from sacbench.private_api import set_time_limit_steps
+
     unwrapped = env.unwrapped
     unwrapped.data = pickle.loads(state["mj_data"])  # type: ignore[attr-defined]
-    env._elapsed_steps = state["elapsed_steps"]  # type: ignore[attr-defined]
+    set_time_limit_steps(env, state["elapsed_steps"])
     unwrapped.np_random.bit_generator.state = state["env_rng"]
     env.action_space.np_random.bit_generator.state = state["action_space_rng"]
 

@@ -14,7 +14,7 @@ Two readers give the same table:
   a tensor. The tests check that both readers agree.
 
 TensorBoard's loaders stop silently at a truncated or corrupt record; both readers here first
-verify the file's framing and checksums and raise :class:`EventFileError` naming the file and
+verify the file's framing and checksums and raise :class:`EventLogError` naming the file and
 the byte offset instead, so a damaged file can never yield a silently shortened table.
 """
 
@@ -25,47 +25,33 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal
 
+import google_crc32c
 import numpy as np
 import pandas as pd
 from tensorboard.compat.proto import event_pb2
 
-try:  # C implementation; TensorBoard's own pure-Python CRC is the (slow) fallback.
-    import google_crc32c
-
-    def _crc32c(data: bytes) -> int:
-        return google_crc32c.value(data)
-
-except ImportError:  # pragma: no cover - exercised only where google-crc32c is absent
-    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import crc32c as _tb_crc32c
-
-    def _crc32c(data: bytes) -> int:
-        return _tb_crc32c(data)
-
+from sacbench.tags import EVENT_FILE_MARKER
 
 Reader = Literal["records", "event-accumulator"]
 READERS: tuple[str, ...] = ("records", "event-accumulator")
 SCALAR_COLUMNS: tuple[str, ...] = ("tag", "step", "wall_time", "value")
-# TensorBoard's own test for event files (io_wrapper.IsTensorFlowEventsFile).
-EVENT_FILE_MARKER = "tfevents"
 
 _HEADER = struct.Struct("<Q")
 _CRC = struct.Struct("<I")
 _MASK_DELTA = 0xA282EAD8
 
 
-class EventFileError(ValueError):
-    """An event file that cannot be read completely; the message names the file."""
-
-
-class RunDirError(ValueError):
-    """A run directory whose event files do not form one consistent history."""
+class EventLogError(ValueError):
+    """A run's event log that cannot be read completely or consistently: a damaged or missing
+    event file, or a run dir whose files do not form one history. The message names the file
+    or the run dir."""
 
 
 def event_files(run_dir: Path | str) -> list[Path]:
     """The event files directly inside ``run_dir`` in name order (other files are ignored)."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
-        raise RunDirError(f"run dir {run_dir} does not exist or is not a directory")
+        raise EventLogError(f"run dir {run_dir} does not exist or is not a directory")
     return sorted(
         path for path in run_dir.iterdir() if EVENT_FILE_MARKER in path.name and path.is_file()
     )
@@ -77,13 +63,13 @@ def iter_records(path: Path | str) -> Iterator[bytes]:
     data = path.read_bytes()
     size = len(data)
     if size == 0:
-        raise EventFileError(f"{path}: zero-byte event file (the writer never flushed)")
+        raise EventLogError(f"{path}: zero-byte event file (the writer never flushed)")
     # Local names: this loop runs once per logged point (~10^5 times for a 1M-step run).
-    unpack_length, unpack_crc, crc32c = _HEADER.unpack_from, _CRC.unpack_from, _crc32c
+    unpack_length, unpack_crc, crc32c = _HEADER.unpack_from, _CRC.unpack_from, google_crc32c.value
     offset = 0
     while offset < size:
         if size - offset < 12:
-            raise EventFileError(
+            raise EventLogError(
                 f"{path}: truncated record header at byte {offset} (file has {size} bytes)"
             )
         header = data[offset : offset + 8]
@@ -91,21 +77,21 @@ def iter_records(path: Path | str) -> Iterator[bytes]:
         stored = unpack_crc(data, offset + 8)[0]
         if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
             if offset == 0:
-                raise EventFileError(
+                raise EventLogError(
                     f"{path}: not a TensorBoard event file (no valid record header at byte 0)"
                 )
-            raise EventFileError(f"{path}: corrupt record header at byte {offset}")
+            raise EventLogError(f"{path}: corrupt record header at byte {offset}")
         (length,) = unpack_length(header)
         end = offset + 12 + length + 4
         if end > size:
-            raise EventFileError(
+            raise EventLogError(
                 f"{path}: truncated record at byte {offset} (needs {end} bytes, file has {size})"
             )
         payload = data[offset + 12 : end - 4]
         crc = crc32c(payload)
         stored = unpack_crc(data, end - 4)[0]
         if (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF != stored:
-            raise EventFileError(f"{path}: corrupt record at byte {offset} (checksum mismatch)")
+            raise EventLogError(f"{path}: corrupt record at byte {offset} (checksum mismatch)")
         yield payload
         offset = end
 
@@ -116,9 +102,9 @@ def _check_first_event(path: Path, first_payload: bytes | None) -> None:
     try:
         first = event_pb2.Event.FromString(first_payload)
     except Exception as error:  # protobuf raises its own DecodeError type
-        raise EventFileError(f"{path}: first record is not a TensorBoard Event ({error})") from None
+        raise EventLogError(f"{path}: first record is not a TensorBoard Event ({error})") from None
     if not first.file_version.startswith("brain.Event:"):
-        raise EventFileError(
+        raise EventLogError(
             f"{path}: not a TensorBoard event file (first record carries no file_version)"
         )
 
@@ -150,7 +136,7 @@ def _scalars_by_records(path: Path) -> pd.DataFrame:
         try:
             event = parse(payload)
         except Exception as error:
-            raise EventFileError(f"{path}: undecodable event record ({error})") from None
+            raise EventLogError(f"{path}: undecodable event record ({error})") from None
         if not event.HasField("summary"):
             continue
         for summary_value in event.summary.value:
@@ -214,7 +200,7 @@ def read_event_file(path: Path | str, *, reader: Reader = "records") -> pd.DataF
         raise ValueError(f"reader must be one of {READERS}, got {reader!r}")
     path = Path(path)
     if not path.is_file():
-        raise EventFileError(f"{path}: no such event file")
+        raise EventLogError(f"{path}: no such event file")
     if reader == "records":
         return _scalars_by_records(path)
     return _scalars_by_event_accumulator(path)
@@ -230,7 +216,9 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
     run_dir = Path(run_dir)
     files = event_files(run_dir)
     if not files:
-        raise RunDirError(f"run dir {run_dir} holds no TensorBoard event files (*tfevents*)")
+        raise EventLogError(
+            f"run dir {run_dir} holds no TensorBoard event files (*{EVENT_FILE_MARKER}*)"
+        )
     frames = []
     for path in files:
         frame = read_event_file(path, reader=reader)
@@ -242,7 +230,7 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
         clash = scalars[duplicated].sort_values(["tag", "step", "_file"])
         first = clash.iloc[0]
         sources = sorted(set(clash[clash.tag.eq(first.tag) & clash.step.eq(first.step)]._file))
-        raise RunDirError(
+        raise EventLogError(
             f"run dir {run_dir}: {int(duplicated.sum())} scalar points share a (tag, step), "
             f"e.g. {first.tag} at step {first.step} in {', '.join(sources)}; a resumed run's "
             "older event file must be truncated at the checkpoint it resumed from"

@@ -36,6 +36,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from sacbench import private_api
 from sacbench.adam import adam_step, create_missing_adam_state, prepared_adam
 from sacbench.args import Args
 from sacbench.handwritten import handwritten_update, policy_forward, squashed_sample
@@ -251,9 +252,7 @@ class FastLearner:
         if args.compile:
             # Inductor's own random kernels would draw other numbers than eager mode; falling
             # back to eager randn keeps the random stream, and so the run, identical.
-            from torch._inductor import config as inductor_config
-
-            inductor_config.fallback_random = True
+            private_api.eager_random_in_compiled_code()
             mode = "reduce-overhead" if args.cudagraphs and device.type == "cuda" else None
             self._critic_losses = torch.compile(critic_step_losses, mode=mode)
             self._actor_loss = torch.compile(actor_step_loss, mode=mode)
@@ -360,7 +359,7 @@ class FastLearner:
     @torch.no_grad()
     def update_targets(self) -> None:
         """target <- target + tau * (online - target), for every critic tensor in one call."""
-        torch._foreach_lerp_(self._target_parameters, self._critic_parameters, self.args.tau)
+        private_api.foreach_lerp_(self._target_parameters, self._critic_parameters, self.args.tau)
 
     def metrics(self) -> dict[str, torch.Tensor]:
         """CleanRL's loss tags; the critic ones are unpacked from one stacked tensor."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from sacbench.adam import adam_step
+from sacbench.private_api import relu_backward, relu_backward_
 from sacbench.replay import Batch
 from sacbench.train import (
     LOG_STD_MAX,
@@ -36,13 +37,6 @@ if TYPE_CHECKING:
 
 HALF_LOG_2PI = 0.9189385332046727  # log(2 pi) / 2
 LOG_STD_HALF_RANGE = 0.5 * (LOG_STD_MAX - LOG_STD_MIN)
-_relu_backward = torch.ops.aten.threshold_backward.grad_input
-_relu_backward_into_new = torch.ops.aten.threshold_backward.default
-
-
-def relu_backward_(gradient: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
-    """The gradient through a ReLU, in place: zero where the ReLU's output is zero."""
-    return _relu_backward(gradient, activation, 0, grad_input=gradient)
 
 
 @dataclass(frozen=True)
@@ -219,10 +213,9 @@ def min_critic_action_gradient(
         rows = (member_of_row == member).nonzero().squeeze(1)
         if rows.numel() == 0:
             continue
-        d_hidden2 = _relu_backward_into_new(
+        d_hidden2 = relu_backward(
             (w3[member].t() * scale).expand(rows.numel(), -1),
             forward.hidden2[member].index_select(0, rows),
-            0,
         )
         d_hidden1 = torch.mm(d_hidden2, w2[member].t())
         relu_backward_(d_hidden1, forward.hidden1[member].index_select(0, rows))

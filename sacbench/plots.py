@@ -21,23 +21,15 @@ import numpy as np  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
-from sacbench import reference  # noqa: E402
-from sacbench.tables import (  # noqa: E402
-    ELAPSED_TAG,
-    REFERENCE_LABEL,
-    RETURN_TAG,
-    SPS_TAG,
-    STEADY_SPS_TAG,
-    Run,
-    RunSet,
-)
+from sacbench import published  # noqa: E402
+from sacbench.tables import Run, RunSet  # noqa: E402
+from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG  # noqa: E402
 
 COLUMNS = 3
 GRID_POINTS = 200
-DEFAULT_SMOOTHING_EPISODES = 10
-REFERENCE_LINE_LABEL = f"{REFERENCE_LABEL} final return (1M steps)"
-REFERENCE_NOTE = (
-    f"right of each title: {REFERENCE_LABEL}'s published final return after 1M steps, dashed "
+PUBLISHED_LINE_LABEL = f"{published.LABEL} final return (1M steps)"
+PUBLISHED_NOTE = (
+    f"right of each title: {published.LABEL}'s published final return after 1M steps, dashed "
     "where inside the axis range, else ↑ above or ↓ below it"
 )
 
@@ -121,30 +113,30 @@ def _band(
     )
 
 
-def _reference_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) -> None:
+def _published_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) -> None:
     """The pr-424 final return: its value in the panel's right-hand title, outside the data, and
     a dashed line where it falls inside the axis range. For runs of at least half of 1M steps the
     axis grows to take it in; shorter runs keep their own range, or their curves would flatten,
     and the title says on which side the off-scale value lies."""
-    published = reference.PR424.get(env_id)
-    if published is None:
+    pr424 = published.PR424.get(env_id)
+    if pr424 is None:
         return
-    value = published.return_mean
+    value = pr424.return_mean
     has_data = bool(axis.lines)
     low, high = axis.get_ylim()
-    long_runs = steps_done is None or steps_done >= 0.5 * reference.PR424_STEPS
+    long_runs = steps_done is None or steps_done >= 0.5 * published.PR424_STEPS
     if long_runs or not has_data or low <= value <= high:
         line = axis.axhline(
-            value, color="0.35", linestyle="--", linewidth=1.0, label=REFERENCE_LINE_LABEL
+            value, color="0.35", linestyle="--", linewidth=1.0, label=PUBLISHED_LINE_LABEL
         )
-        line.set_gid(f"reference:{REFERENCE_LABEL}")
+        line.set_gid(f"reference:{published.LABEL}")
         if has_data and not long_runs:
             axis.set_ylim(low, high)  # the line is inside: keep the data's own range
         where = "dashed"
     else:
         where = "above ↑" if value > high else "below ↓"
     axis.set_title(
-        f"{REFERENCE_LABEL}: {value:,.2f} ({where})", loc="right", fontsize=8, color="0.35"
+        f"{published.LABEL}: {value:,.2f} ({where})", loc="right", fontsize=8, color="0.35"
     )
 
 
@@ -174,10 +166,10 @@ def _step_text(step: float, _position: int | None = None) -> str:
     return f"{step:g}"
 
 
-def _reference_note(runset: RunSet) -> str:
-    if not any(env_id in reference.PR424 for env_id in runset.selection.env_ids):
+def _published_note(runset: RunSet) -> str:
+    if not any(env_id in published.PR424 for env_id in runset.selection.env_ids):
         return ""
-    return "\n" + REFERENCE_NOTE
+    return "\n" + PUBLISHED_NOTE
 
 
 def _finish(
@@ -228,12 +220,12 @@ def returns_vs_steps(runset: RunSet, *, smoothing_episodes: int) -> Figure:
                 for run in runset.runs_of(variant, env_id)
             ]
             _band(axis, curves, colour=colours[variant], label=variant, gid=f"return:{variant}")
-        _reference_line(axis, env_id, steps_done=_steps_done(runset, env_id))
+        _published_line(axis, env_id, steps_done=_steps_done(runset, env_id))
     _finish(
         figure,
         axes,
         title="Training episodic return vs global step: mean over seeds, band ± 1 std (ddof=0);\n"
-        f"{_smoothing_text(smoothing_episodes)}{_reference_note(runset)}{_missing_note(runset)}",
+        f"{_smoothing_text(smoothing_episodes)}{_published_note(runset)}{_missing_note(runset)}",
         xlabel="global step (environment steps)",
         ylabel="episodic return",
         steps_on_x=True,
@@ -252,13 +244,13 @@ def returns_vs_time(runset: RunSet, *, smoothing_episodes: int) -> Figure:
                 steps, values = _smoothed_returns(run, smoothing_episodes)
                 curves.append((_elapsed_at(run, steps) / 60.0, values))
             _band(axis, curves, colour=colours[variant], label=variant, gid=f"time:{variant}")
-        _reference_line(axis, env_id, steps_done=_steps_done(runset, env_id))
+        _published_line(axis, env_id, steps_done=_steps_done(runset, env_id))
     _finish(
         figure,
         axes,
         title="Training episodic return vs wall-clock: mean over seeds, band ± 1 std (ddof=0);\n"
-        f"{_smoothing_text(smoothing_episodes)}; time from charts/elapsed_seconds (resumes "
-        f"summed, interpolated per episode){_reference_note(runset)}{_missing_note(runset)}",
+        f"{_smoothing_text(smoothing_episodes)}; time from {ELAPSED_TAG} (resumes "
+        f"summed, interpolated per episode){_published_note(runset)}{_missing_note(runset)}",
         xlabel="wall-clock minutes of the training job",
         ylabel="episodic return",
     )

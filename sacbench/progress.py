@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sacbench.provenance import utc_now, write_json_atomically
+from sacbench.atomic import write_json_atomically
+from sacbench.provenance import utc_now
 
 SCHEMA_VERSION = 1
 PROGRESS_FILE_NAME = "progress.json"

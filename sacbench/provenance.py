@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import importlib.metadata
-import json
 import os
 import platform
 import socket
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,33 +83,3 @@ def host_facts(*, device: str, torch_threads: int) -> dict[str, Any]:
         "torch_threads": torch_threads,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
-
-
-def new_file_mode() -> int:
-    """The mode a plain open() gives a new file. mkstemp's 0o600 would hide results and run
-    records from the rest of a group sharing a results folder."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return 0o666 & ~umask
-
-
-def write_atomically(path: Path, content: str | bytes) -> None:
-    """Write, fsync, rename: a reader sees the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(
-        dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-    )
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content.encode() if isinstance(content, str) else content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, new_file_mode())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomically(path: Path, payload: Any) -> None:
-    write_atomically(path, json.dumps(payload, indent=2, sort_keys=False) + "\n")

@@ -11,12 +11,13 @@ next_obs equal to the following row's obs (every step but an episode's last) is 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from sacbench.atomic import write_atomically
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ class ReplayBuffer:
     def save_new_rows(self, directory: Path, *, saved_until: int) -> str | None:
         """Write the rows added since `saved_until` as one chunk file and return its name.
 
-        The file is written under a temporary name, fsynced and renamed, so a kill mid-write
-        leaves a stray temporary file, never a truncated chunk.
+        The file is written atomically: a kill mid-write may leave a stray hidden temporary
+        file, never a truncated chunk.
         """
         directory.mkdir(parents=True, exist_ok=True)
         first = max(saved_until, self.added - self.capacity)
@@ -169,17 +170,12 @@ def _write_chunk(path: Path, rows: np.ndarray, *, obs_dim: int) -> None:
     # next_obs[i] is usually obs[i + 1]; keep it only where it is not (episode ends, last row).
     repeated = np.zeros(len(rows), dtype=bool)
     repeated[:-1] = np.all(next_observations[:-1] == observations[1:], axis=1)
-    temporary = path.with_name(path.name + ".tmp")
-    with open(temporary, "wb") as handle:
-        np.savez(
-            handle,
-            rows_without_next_obs=np.concatenate([observations, rows[:, 2 * obs_dim :]], axis=1),
-            kept_next_obs_index=np.flatnonzero(~repeated),
-            kept_next_obs=next_observations[~repeated],
-        )
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    arrays = {
+        "rows_without_next_obs": np.concatenate([observations, rows[:, 2 * obs_dim :]], axis=1),
+        "kept_next_obs_index": np.flatnonzero(~repeated),
+        "kept_next_obs": next_observations[~repeated],
+    }
+    write_atomically(path, lambda handle: np.savez(handle, **arrays))
 
 
 def _read_chunk(path: Path, *, obs_dim: int) -> np.ndarray:

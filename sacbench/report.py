@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from sacbench import stats
-from sacbench.events import READERS, EventFileError, Reader, RunDirError, read_run_scalars
-from sacbench.provenance import write_atomically
+from sacbench.atomic import write_atomically
+from sacbench.events import READERS, EventLogError, Reader, event_files, read_run_scalars
 from sacbench.tables import (
     ResultsInputError,
     RunSet,
@@ -35,8 +35,6 @@ from sacbench.tables import (
     returns_table,
     runtimes_table,
 )
-
-PLOT_NAMES = ("sac", "sac-time", "sac-sps")
 
 
 class ReportError(ValueError):
@@ -94,7 +92,7 @@ def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader =
     scalars = read_run_scalars(run_dir, reader=reader)
     summary["extraction"] = {
         "run_dir": str(run_dir),
-        "event_files": sorted(p.name for p in run_dir.iterdir() if "tfevents" in p.name),
+        "event_files": [path.name for path in event_files(run_dir)],
         "scalar_points": len(scalars),
         "reader": reader,
     }
@@ -280,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "aggregate": command_aggregate,
                 "plots": command_plots,
             }[options.command](options)
-    except (ReportError, ResultsInputError, EventFileError, RunDirError, ValueError) as error:
+    except (ReportError, ResultsInputError, EventLogError, ValueError) as error:
         print(f"sacbench.report {options.command}: error: {error}", file=sys.stderr)
         return 1
     return 0

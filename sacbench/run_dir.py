@@ -28,16 +28,11 @@ from typing import Any
 import torch
 from torch.utils.tensorboard import SummaryWriter
 
-from sacbench.provenance import (
-    host_facts,
-    package_versions,
-    sacbench_version,
-    utc_now,
-    write_json_atomically,
-)
+from sacbench import private_api
+from sacbench.atomic import write_atomically, write_json_atomically
+from sacbench.provenance import host_facts, package_versions, sacbench_version, utc_now
 from sacbench.replay import CheckpointError, ReplayBuffer
-
-EVENT_FILE_MARKER = "tfevents"
+from sacbench.tags import ELAPSED_TAG, EVENT_FILE_MARKER
 
 
 class RunDirError(RuntimeError):
@@ -229,7 +224,7 @@ class RunDir:
         from sacbench.events import read_run_scalars  # only for this rare repair
 
         scalars = read_run_scalars(self.path)
-        elapsed = scalars[scalars["tag"] == "charts/elapsed_seconds"].sort_values("step")
+        elapsed = scalars[scalars["tag"] == ELAPSED_TAG].sort_values("step")
         if elapsed.empty or int(elapsed["step"].iloc[-1]) != total_timesteps - 1:
             return None
         return {
@@ -264,8 +259,7 @@ class RunDir:
         if existing and existing[-1].name.split(".")[3] >= str(int(time.time())):
             time.sleep(1.05)
         writer = SummaryWriter(str(self.path))
-        name = Path(writer.file_writer.event_writer._file_name).name  # type: ignore[union-attr]
-        return writer, name
+        return writer, private_api.event_file_path(writer).name
 
     def record_event_offsets(self, event_files: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Sizes of the session's event files after a flush, so a resume can cut what follows."""
@@ -303,19 +297,10 @@ class RunDir:
         self._remove_buffer_chunks(keep=chunks)
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        """state.pt replaced atomically: write, fsync, rename, fsync the folder."""
-        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        temporary = self.state_path.with_name("state.pt.tmp")
-        with open(temporary, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, self.state_path)
-        directory = os.open(self.checkpoint_dir, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        # The folder is synced too: the chunks named in `state` live there, and both must last.
+        write_atomically(
+            self.state_path, lambda handle: torch.save(state, handle), sync_directory=True
+        )
         self._buffer_cache = state["buffer"]
 
     def _buffer_record(self) -> dict[str, Any]:

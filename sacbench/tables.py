@@ -17,21 +17,18 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from tabulate import DataRow, TableFormat, tabulate
 
-from sacbench import reference, stats
+from sacbench import published, stats
 from sacbench.events import SCALAR_COLUMNS
+from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
 
-RETURN_TAG = "charts/episodic_return"
-SPS_TAG = "charts/SPS"
-STEADY_SPS_TAG = "charts/steady_SPS"
-ELAPSED_TAG = "charts/elapsed_seconds"
 # openrlbenchmark (via expt's AGGREGATE_MEAN_LAST(0.1)) averages this fraction of the last rows.
 OPENRLBENCHMARK_TAIL = 0.1
 # Steady SPS leaves out the log points of the first 10% of the logged step range (warm-up).
 STEADY_WARMUP_FRACTION = 0.1
-REFERENCE_LABEL = "pr-424"
 # Projected runtimes are for a run as long as each of CleanRL's published ones.
-PROJECTION_STEPS = reference.PR424_STEPS
+PROJECTION_STEPS = published.PR424_STEPS
 # Durations shorter than this many minutes are shown in seconds (0.08 min reads worse than 4.8 s).
 SECONDS_BELOW_MINUTES = 1.0
 
@@ -75,7 +72,7 @@ class Selection:
             if duplicates:
                 raise ValueError(f"{name} lists {', '.join(duplicates)} more than once")
         for variant in self.variants:
-            if not variant or "/" in variant or variant == REFERENCE_LABEL:
+            if not variant or "/" in variant or variant == published.LABEL:
                 raise ValueError(f"variant name {variant!r} is empty, has '/' or is reserved")
 
     def run_keys(self) -> list[RunKey]:
@@ -332,12 +329,36 @@ class Notes:
         return bool(self._texts)
 
 
+def _pipe_format(align: str) -> TableFormat:
+    """tabulate's "pipe" format pads every cell to its column's width; the tables' cells are
+    written unpadded, one row per line, so that they diff line by line between runs."""
+    rule = "| " + " | ".join("---" if letter == "l" else "---:" for letter in align) + " |"
+    row = DataRow("| ", " | ", " |")
+    return TableFormat(
+        lineabove=None,
+        linebelowheader=lambda *_: rule,
+        linebetweenrows=None,
+        linebelow=None,
+        headerrow=row,
+        datarow=row,
+        padding=0,
+        with_header_hide=None,
+    )
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
     """A pipe table; ``align`` has one letter per column, l or r."""
     if len(align) != len(header) or any(len(row) != len(header) for row in rows):
         raise ValueError("every row and the alignment must have one entry per header column")
-    rule = ["---" if letter == "l" else "---:" for letter in align]
-    return ["| " + " | ".join(cells) + " |" for cells in [list(header), rule, *map(list, rows)]]
+    text = tabulate(
+        [list(row) for row in rows],
+        headers=list(header),
+        tablefmt=_pipe_format(align),
+        stralign=None,
+        numalign=None,
+        disable_numparse=True,
+    )
+    return text.split("\n")
 
 
 def _fixed(value: float, digits: int) -> str:
@@ -561,15 +582,15 @@ def _env_section(
     selection: Selection,
     heading: str,
     cell_text: Callable[[str, str], str],
-    reference_column: tuple[str, Callable[[str], str]] | None = None,
+    published_column: tuple[str, Callable[[str], str]] | None = None,
 ) -> list[str]:
     """A "## heading" and a table with a row per task, a column per variant, and optionally a
-    reference column (its header and a cell per task)."""
+    published column (its header and a cell per task)."""
     header = ["Environment", *(f"`{variant}`" for variant in selection.variants)]
-    header += [reference_column[0]] if reference_column else []
+    header += [published_column[0]] if published_column else []
     rows = [
         [env_id, *(cell_text(env_id, variant) for variant in selection.variants)]
-        + ([reference_column[1](env_id)] if reference_column else [])
+        + ([published_column[1](env_id)] if published_column else [])
         for env_id in selection.env_ids
     ]
     return ["", f"## {heading}", "", *markdown_table(header, rows, "l" + "r" * (len(header) - 1))]
@@ -597,22 +618,22 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
             )
         return duration_text(value) + mark
 
-    def ref_text(env_id: str, render: Callable[[reference.Pr424Result], str]) -> str:
-        published = reference.PR424.get(env_id)
-        if published is None:
-            return "n/a " + notes.mark(f"{env_id} is not part of the {REFERENCE_LABEL} benchmark")
-        return render(published)
+    def published_text(env_id: str, render: Callable[[published.Pr424Result], str]) -> str:
+        pr424 = published.PR424.get(env_id)
+        if pr424 is None:
+            return "n/a " + notes.mark(f"{env_id} is not part of the {published.LABEL} benchmark")
+        return render(pr424)
 
     def metric_text(name: str, render: Callable[[list[float]], str]) -> Callable[[str, str], str]:
         return lambda env_id, variant: cells[name, env_id, variant].text(render)
 
     body = _env_section(
         selection,
-        "CleanRL SPS (final charts/SPS; steps/s; mean ± std over seeds)",
+        f"CleanRL SPS (final {SPS_TAG}; steps/s; mean ± std over seeds)",
         metric_text("cleanrl_sps", lambda values: _mean_std_text(values, 1)),
         (
-            f"{REFERENCE_LABEL} implied SPS [B]",
-            lambda env_id: ref_text(env_id, lambda ref: _fixed(ref.implied_sps, 1)),
+            f"{published.LABEL} implied SPS [B]",
+            lambda env_id: published_text(env_id, lambda pr424: _fixed(pr424.implied_sps, 1)),
         ),
     )
     body += _env_section(
@@ -636,8 +657,8 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
         "Projected minutes per 1M steps [P] (mean ± std over seeds)",
         metric_text("projected_minutes_per_1m", _mean_std_duration),
         (
-            f"{REFERENCE_LABEL} runtime, min per 1M steps [A]",
-            lambda env_id: ref_text(env_id, lambda ref: _fixed(ref.runtime_minutes, 3)),
+            f"{published.LABEL} runtime, min per 1M steps [A]",
+            lambda env_id: published_text(env_id, lambda pr424: _fixed(pr424.runtime_minutes, 3)),
         ),
     )
     lines = provenance_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
@@ -648,25 +669,25 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
 
 def _runtime_definitions() -> list[str]:
     return [
-        "**CleanRL SPS**: the run's last charts/SPS value, CleanRL's definition "
+        f"**CleanRL SPS**: the run's last {SPS_TAG} value, CleanRL's definition "
         "int(global_step / seconds since start), a cumulative average that includes start-up and "
         "the learning_starts random-action steps; steps per second.",
-        "**Steady training SPS**: each charts/steady_SPS point is the throughput over the steps "
+        f"**Steady training SPS**: each {STEADY_SPS_TAG} point is the throughput over the steps "
         "since the previous log point (every 100 steps, training steps only); the points in the "
         "first 10% of the logged step range are left out as warm-up (always including the first "
         "one), and the rest combine as total steps / total seconds (a step-weighted harmonic "
         "mean); steps per second.",
         "**Wall-clock minutes**: complete.json's elapsed_seconds / 60, the training job's own "
         "time summed over all its sessions (time between a stop and its resume not counted).",
-        "**openrlbenchmark-compatible minutes**: charts/elapsed_seconds averaged over the seeds at "
+        f"**openrlbenchmark-compatible minutes**: {ELAPSED_TAG} averaged over the seeds at "
         "each logged step, then the mean of the last max(1, floor(10%)) of those rows, / 60 - how "
         "openrlbenchmark turns W&B's _runtime into CleanRL's runtime table; it reads about 0.95x "
         "the final wall-clock. One number per cell, not a mean ± std. It is the statistic of the "
-        f"{REFERENCE_LABEL} runtime [A], but over each run's own steps: comparable with it only "
+        f"{published.LABEL} runtime [A], but over each run's own steps: comparable with it only "
         "for 1,000,000-step runs.",
         f"[P] **Projected minutes per 1M steps**, per run: (T_w + (1,000,000 - s_w) / steady "
         "training SPS) / 60, with s_w the step where the run's steady SPS windows begin (the end "
-        "of its warm-up) and T_w its measured charts/elapsed_seconds at s_w. Start-up, the "
+        f"of its warm-up) and T_w its measured {ELAPSED_TAG} at s_w. Start-up, the "
         "random-action steps and the first training steps (with any one-off cost such as "
         "compilation) thus count once, as measured, and every later step at the run's steady "
         "rate. Assumed: the run's own configuration (batch size, threads, device) and machine; "
@@ -674,16 +695,16 @@ def _runtime_definitions() -> list[str]:
         "most |5,000 - learning_starts| / steady SPS seconds); a constant training rate "
         "(replay-buffer growth, changes in episode length and checkpoint pauses are not "
         "modelled). For a 1,000,000-step run it is close to its wall-clock "
-        f"minutes. It projects wall-clock time, and the {REFERENCE_LABEL} runtime reads about "
+        f"minutes. It projects wall-clock time, and the {published.LABEL} runtime reads about "
         "0.95x the final wall-clock: equal speed shows as a projection of about "
-        f"{REFERENCE_LABEL} runtime / 0.95.",
+        f"{published.LABEL} runtime / 0.95.",
         "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
         "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
         "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
-        f"[A] {REFERENCE_LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
+        f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
         "are wall-clock MINUTES per 1,000,000-step run (openrlbenchmark's runtime, mean of 3 "
-        "seeds), not steps per second. Software: " + reference.PR424_SOFTWARE + ".",
-        f"[B] Implied SPS = 1e6 / (minutes x 60) from the {REFERENCE_LABEL} runtime. Because that "
+        "seeds), not steps per second. Software: " + published.PR424_SOFTWARE + ".",
+        f"[B] Implied SPS = 1e6 / (minutes x 60) from the {published.LABEL} runtime. Because that "
         "runtime reads about 0.95x the final wall-clock, the runs' true average throughput was "
         "about 0.95x the implied figure. Compare it with CleanRL SPS only for runs of the same "
         "length: our runs' step count is in the provenance table.",
@@ -711,17 +732,17 @@ def _runtimes_frame(
             row["openrlbenchmark_minutes"] = math.nan if minutes is None else minutes
             row["steps"] = _common_steps(runset.runs_of(variant, env_id))
             csv_rows.append(row)
-        published = reference.PR424.get(env_id)
-        if published is not None:
+        pr424 = published.PR424.get(env_id)
+        if pr424 is not None:
             csv_rows.append(
                 {
                     "env_id": env_id,
-                    "variant": REFERENCE_LABEL,
-                    "n_seeds": len(reference.PR424_SEEDS),
-                    "seeds_requested": len(reference.PR424_SEEDS),
-                    "openrlbenchmark_minutes": published.runtime_minutes,
-                    "implied_sps": published.implied_sps,
-                    "steps": reference.PR424_STEPS,
+                    "variant": published.LABEL,
+                    "n_seeds": len(published.PR424_SEEDS),
+                    "seeds_requested": len(published.PR424_SEEDS),
+                    "openrlbenchmark_minutes": pr424.runtime_minutes,
+                    "implied_sps": pr424.implied_sps,
+                    "steps": published.PR424_STEPS,
                 }
             )
     # The projection's columns come last so that the older columns keep their positions.
@@ -739,7 +760,7 @@ def _runtimes_frame(
         "projected_minutes_per_1m_std",
     ]
     frame = pd.DataFrame(csv_rows, columns=columns)
-    ours = frame["variant"] != REFERENCE_LABEL
+    ours = frame["variant"] != published.LABEL
     frame.loc[ours, "implied_sps"] = frame.loc[ours, "steps"] / (
         frame.loc[ours, "openrlbenchmark_minutes"] * 60.0
     )
@@ -787,7 +808,7 @@ def returns_table(
     header = ["Environment"]
     for variant in selection.variants:
         header += [f"`{variant}` return", f"`{variant}` 95% CI [C]", f"`{variant}` n"]
-    header.append(f"{REFERENCE_LABEL} return [A]")
+    header.append(f"{published.LABEL} return [A]")
     rows = []
     csv_rows = []
     for env_id in selection.env_ids:
@@ -841,22 +862,22 @@ def returns_table(
                     ),
                 }
             )
-        published = reference.PR424.get(env_id)
-        if published is None:
+        pr424 = published.PR424.get(env_id)
+        if pr424 is None:
             row.append(
-                "n/a " + notes.mark(f"{env_id} is not part of the {REFERENCE_LABEL} benchmark")
+                "n/a " + notes.mark(f"{env_id} is not part of the {published.LABEL} benchmark")
             )
         else:
-            row.append(f"{_fixed(published.return_mean, 2)} ± {_fixed(published.return_std, 2)}")
+            row.append(f"{_fixed(pr424.return_mean, 2)} ± {_fixed(pr424.return_std, 2)}")
             csv_rows.append(
                 {
                     "env_id": env_id,
-                    "variant": REFERENCE_LABEL,
-                    "n_seeds": len(reference.PR424_SEEDS),
-                    "seeds_requested": len(reference.PR424_SEEDS),
-                    "steps": reference.PR424_STEPS,
-                    "return_mean": published.return_mean,
-                    "return_std": published.return_std,
+                    "variant": published.LABEL,
+                    "n_seeds": len(published.PR424_SEEDS),
+                    "seeds_requested": len(published.PR424_SEEDS),
+                    "steps": published.PR424_STEPS,
+                    "return_mean": pr424.return_mean,
+                    "return_std": pr424.return_std,
                     "episodes_requested": 100,
                 }
             )
@@ -871,7 +892,7 @@ def returns_table(
     ]
     lines += markdown_table(header, rows, align)
     definitions = [
-        f"**Return**: per run, the mean of its last {last_episodes} charts/episodic_return values "
+        f"**Return**: per run, the mean of its last {last_episodes} {RETURN_TAG} values "
         "(undiscounted training-episode returns, stochastic policy, as logged while training; "
         "a run with fewer finished episodes uses all it has, see the notes); then mean ± std "
         "over seeds with ddof=0 (population), as openrlbenchmark.",
@@ -879,8 +900,8 @@ def returns_table(
         f"[C] **95% CI**: percentile bootstrap of the mean over seeds, {bootstrap_resamples} "
         f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant). "
         "With 3 seeds it can take at most 10 distinct values: read it as a rough range.",
-        f"[A] {REFERENCE_LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
-        f"over seeds 1-3 after 1,000,000 steps. Software: {reference.PR424_SOFTWARE}. "
+        f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
+        f"over seeds 1-3 after 1,000,000 steps. Software: {published.PR424_SOFTWARE}. "
         "Runs shorter than 1M steps are not comparable with it.",
     ]
     lines += _footnote_block(definitions, notes)
@@ -906,8 +927,8 @@ def returns_table(
 
 def normalized_score(env_id: str, episodic_return: float) -> float:
     """(return - random) / (pr-424 - random): 0 = uniform-random policy, 1 = CleanRL pr-424."""
-    random_return, published = reference.normalization_anchors(env_id)
-    return (episodic_return - random_return) / (published - random_return)
+    random_return, pr424_return = published.normalization_anchors(env_id)
+    return (episodic_return - random_return) / (pr424_return - random_return)
 
 
 def aggregate_table(
@@ -926,7 +947,7 @@ def aggregate_table(
         )
     selection = runset.selection
     notes = Notes()
-    unknown = [env_id for env_id in selection.env_ids if env_id not in reference.RANDOM_RETURNS]
+    unknown = [env_id for env_id in selection.env_ids if env_id not in published.RANDOM_RETURNS]
     if unknown and not allow_missing:
         raise ResultsInputError(
             f"no normalisation anchors (pr-424 and random-policy returns) for {', '.join(unknown)};"
@@ -1041,16 +1062,16 @@ def aggregate_table(
         lines += ["", "## Probability of improvement [F]", ""]
         lines += markdown_table(["X", "Y", "tasks", "P(X > Y) [95% CI]"], pair_rows, "llrr")
     anchors = ", ".join(
-        f"{env_id} {reference.RANDOM_RETURNS[env_id]:g} / {reference.PR424[env_id].return_mean:g}"
+        f"{env_id} {published.RANDOM_RETURNS[env_id]:g} / {published.PR424[env_id].return_mean:g}"
         for env_id in tasks
     )
     definitions = [
-        f"[D] **Normalised score** of a run = (R - R_random) / (R_{REFERENCE_LABEL} - R_random), "
+        f"[D] **Normalised score** of a run = (R - R_random) / (R_{published.LABEL} - R_random), "
         f"where R is the mean of the run's last {last_episodes} episodic returns, R_random the "
-        f"mean return of a uniform-random policy ({reference.RANDOM_EPISODES} episodes, seed "
-        f"{reference.RANDOM_SEED}, measured with `python -m sacbench.reference`) and "
-        f"R_{REFERENCE_LABEL} CleanRL's published final return: 0 = random, 1 = CleanRL pr-424 "
-        f"after 1M steps. Anchors (random / {REFERENCE_LABEL}): {anchors}.",
+        f"mean return of a uniform-random policy ({published.RANDOM_EPISODES} episodes, seed "
+        f"{published.RANDOM_SEED}, measured with `python -m sacbench.published`) and "
+        f"R_{published.LABEL} CleanRL's published final return: 0 = random, 1 = CleanRL pr-424 "
+        f"after 1M steps. Anchors (random / {published.LABEL}): {anchors}.",
         "[E] **IQM**: mean of the middle 50% of all runs' normalised scores pooled over tasks "
         "(floor(n/4) dropped at each end; with 3 or fewer runs that is the plain mean). **mean**: "
         "mean over tasks of each task's mean over seeds. 95% CIs: percentile intervals of a "

@@ -1,19 +1,41 @@
-"""The TensorBoard scalar tags a run writes: CleanRL's, plus sacbench's two (docs/contracts.md)."""
+"""The TensorBoard scalar tags a run writes: CleanRL's, plus sacbench's two (docs/contracts.md).
+
+The trainer writes them and the results read them back, so each string lives here only.
+"""
 
 from __future__ import annotations
 
-# Written every 100 steps once training has started (global_step > learning_starts).
-LOSS_TAGS: tuple[str, ...] = (
-    "losses/qf1_values",
-    "losses/qf2_values",
-    "losses/qf1_loss",
-    "losses/qf2_loss",
-    "losses/qf_loss",
-    "losses/actor_loss",
-    "losses/alpha",
-    "losses/alpha_loss",
+# TensorBoard's own test for event files (io_wrapper.IsTensorFlowEventsFile).
+EVENT_FILE_MARKER = "tfevents"
+# A text summary of every argument, written once at the start of a run.
+HYPERPARAMETERS_TAG = "hyperparameters"
+
+RETURN_TAG = "charts/episodic_return"
+LENGTH_TAG = "charts/episodic_length"
+SPS_TAG = "charts/SPS"
+STEADY_SPS_TAG = "charts/steady_SPS"
+ELAPSED_TAG = "charts/elapsed_seconds"
+
+# The learners' metric names; each is written as loss_tag(name).
+LOSS_NAMES: tuple[str, ...] = (
+    "qf1_values",
+    "qf2_values",
+    "qf1_loss",
+    "qf2_loss",
+    "qf_loss",
+    "actor_loss",
+    "alpha",
+    "alpha_loss",
 )
+
+
+def loss_tag(name: str) -> str:
+    return f"losses/{name}"
+
+
+# Written every 100 steps once training has started (global_step > learning_starts).
+LOSS_TAGS: tuple[str, ...] = tuple(loss_tag(name) for name in LOSS_NAMES)
 # One point per finished episode, at the episode's last step.
-EPISODE_TAGS: tuple[str, ...] = ("charts/episodic_return", "charts/episodic_length")
+EPISODE_TAGS: tuple[str, ...] = (RETURN_TAG, LENGTH_TAG)
 # At the loss cadence; they measure time, so they differ between any two runs.
-TIME_TAGS: tuple[str, ...] = ("charts/SPS", "charts/steady_SPS", "charts/elapsed_seconds")
+TIME_TAGS: tuple[str, ...] = (SPS_TAG, STEADY_SPS_TAG, ELAPSED_TAG)

@@ -43,6 +43,15 @@ from sacbench.envs import (
 from sacbench.progress import PROGRESS_FILE_NAME, RunProgress
 from sacbench.replay import Batch, ReplayBuffer
 from sacbench.run_dir import RunDir, RunDirError
+from sacbench.tags import (
+    ELAPSED_TAG,
+    HYPERPARAMETERS_TAG,
+    LENGTH_TAG,
+    RETURN_TAG,
+    SPS_TAG,
+    STEADY_SPS_TAG,
+    loss_tag,
+)
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
@@ -581,7 +590,7 @@ def _training_session(
     event_files = [*event_files, {"name": event_file_name, "size": 0}]
     if start_step == 0:
         writer.add_text(
-            "hyperparameters",
+            HYPERPARAMETERS_TAG,
             "|param|value|\n|-|-|\n"
             + "\n".join(f"|{key}|{value}|" for key, value in vars(args).items()),
         )
@@ -616,8 +625,8 @@ def _training_session(
             episode_length += 1
             observation = transition.continue_from
             if transition.episode_over:
-                writer.add_scalar("charts/episodic_return", episode_return, global_step)
-                writer.add_scalar("charts/episodic_length", episode_length, global_step)
+                writer.add_scalar(RETURN_TAG, episode_return, global_step)
+                writer.add_scalar(LENGTH_TAG, episode_length, global_step)
                 print(f"global_step={global_step}, episodic_return={episode_return}", flush=True)
                 progress.record_episode(episodic_return=episode_return)
                 episode_return, episode_length = 0.0, 0
@@ -633,15 +642,15 @@ def _training_session(
                 if schedule.log:
                     now = time.time()
                     for name, value in metrics.items():
-                        writer.add_scalar(f"losses/{name}", value.item(), global_step)
+                        writer.add_scalar(loss_tag(name), value.item(), global_step)
                     elapsed = now - start_time
-                    writer.add_scalar("charts/SPS", int(global_step / elapsed), global_step)
+                    writer.add_scalar(SPS_TAG, int(global_step / elapsed), global_step)
                     writer.add_scalar(
-                        "charts/steady_SPS",
+                        STEADY_SPS_TAG,
                         (global_step - window_step) / max(now - window_time, 1e-9),
                         global_step,
                     )
-                    writer.add_scalar("charts/elapsed_seconds", elapsed, global_step)
+                    writer.add_scalar(ELAPSED_TAG, elapsed, global_step)
                     window_step, window_time = global_step, now
                     last_log_step = global_step
                     print(
@@ -685,7 +694,7 @@ def _training_session(
         elapsed_total = time.time() - start_time
         # The last step's elapsed time, unless the log cadence has just written it.
         if exit_code == 0 and last_log_step != args.total_timesteps - 1:
-            writer.add_scalar("charts/elapsed_seconds", elapsed_total, args.total_timesteps - 1)
+            writer.add_scalar(ELAPSED_TAG, elapsed_total, args.total_timesteps - 1)
         writer.close()
         env.close()
     return exit_code, exit_status, global_step + 1, elapsed_total

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 from torch.utils.tensorboard import SummaryWriter
 
+from sacbench.private_api import event_file_path
 from sacbench.tags import LOSS_TAGS
 
 LOG_EVERY = 100
@@ -203,7 +204,7 @@ def write_run_dir(run_dir: Path, run: SyntheticRun, *, variant: str = "fast") ->
         writer = SummaryWriter(str(run_dir), filename_suffix=f".session{session}")
         if session == 0:
             writer.add_text("hyperparameters", f"|param|value|\n|-|-|\n|seed|{run.seed}|")
-        path = Path(writer.file_writer.event_writer._file_name)  # type: ignore[union-attr]
+        path = event_file_path(writer)
         checkpoint_size = None
         for tag, step, wall_time, value in rows:
             if start <= step < end:

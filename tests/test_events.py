@@ -13,8 +13,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from sacbench.events import (
     READERS,
-    EventFileError,
-    RunDirError,
+    EventLogError,
     event_files,
     read_event_file,
     read_run_scalars,
@@ -90,17 +89,17 @@ def test_a_step_logged_twice_across_files_is_an_error_naming_the_run(tmp_path: P
         writer = SummaryWriter(str(tmp_path), filename_suffix=f".{int(walltime)}")
         writer.add_scalar("charts/SPS", 100, 600, walltime=walltime)
         writer.close()
-    with pytest.raises(RunDirError, match=rf"{tmp_path}.*charts/SPS at step 600"):
+    with pytest.raises(EventLogError, match=rf"{tmp_path}.*charts/SPS at step 600"):
         read_run_scalars(tmp_path)
 
 
 def test_empty_dir_is_an_error_naming_it(tmp_path: Path) -> None:
-    with pytest.raises(RunDirError, match=rf"{tmp_path} holds no TensorBoard event files"):
+    with pytest.raises(EventLogError, match=rf"{tmp_path} holds no TensorBoard event files"):
         read_run_scalars(tmp_path)
 
 
 def test_missing_dir_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(RunDirError, match="does not exist"):
+    with pytest.raises(EventLogError, match="does not exist"):
         read_run_scalars(tmp_path / "nowhere")
 
 
@@ -126,7 +125,7 @@ def test_zero_byte_event_file_is_an_error_naming_it(tmp_path: Path, reader: str)
     _small_run(tmp_path)
     empty = tmp_path / "events.out.tfevents.1700000001.host.1.0"
     empty.touch()
-    with pytest.raises(EventFileError, match=rf"{empty}: zero-byte"):
+    with pytest.raises(EventLogError, match=rf"{empty}: zero-byte"):
         read_run_scalars(tmp_path, reader=reader)
 
 
@@ -137,7 +136,7 @@ def test_truncated_event_file_is_an_error_naming_it(tmp_path: Path, reader: str,
     _small_run(tmp_path)
     (path,) = event_files(tmp_path)
     path.write_bytes(path.read_bytes()[:-cut])
-    with pytest.raises(EventFileError, match=rf"{path}: truncated record"):
+    with pytest.raises(EventLogError, match=rf"{path}: truncated record"):
         read_run_scalars(tmp_path, reader=reader)
 
 
@@ -147,7 +146,7 @@ def test_corrupt_record_is_an_error_naming_it(tmp_path: Path) -> None:
     data = bytearray(path.read_bytes())
     data[-8] ^= 0xFF  # inside the last record's payload
     path.write_bytes(bytes(data))
-    with pytest.raises(EventFileError, match=rf"{path}: corrupt record at byte \d+"):
+    with pytest.raises(EventLogError, match=rf"{path}: corrupt record at byte \d+"):
         read_run_scalars(tmp_path)
 
 
@@ -156,7 +155,7 @@ def test_a_non_event_file_named_like_one_is_an_error(tmp_path: Path, reader: str
     _small_run(tmp_path)
     impostor = tmp_path / "events.out.tfevents.backup.txt"
     impostor.write_text("these are not TFRecords, just text that happens to be long enough\n")
-    with pytest.raises(EventFileError, match=rf"{impostor}: not a TensorBoard event file"):
+    with pytest.raises(EventLogError, match=rf"{impostor}: not a TensorBoard event file"):
         read_run_scalars(tmp_path, reader=reader)
 
 

@@ -22,7 +22,6 @@ from sacbench.handwritten import (
     min_critic_action_gradient,
     policy_forward,
     policy_gradients,
-    relu_backward_,
     squashed_sample,
 )
 from sacbench.train import Actor, sample_action
@@ -44,14 +43,6 @@ def make_actor() -> Actor:
 def make_critic() -> EnsembleCritic:
     torch.manual_seed(1)
     return EnsembleCritic(obs_dim=OBS_DIM, action_dim=ACTION_DIM).double()
-
-
-def test_relu_backward_zeroes_the_gradient_where_the_relu_was_inactive_in_place():
-    activation = torch.tensor([[0.0, 1.5, 0.0, 2.0]])
-    gradient = torch.tensor([[3.0, -4.0, 5.0, 6.0]])
-    result = relu_backward_(gradient, activation)
-    assert result.data_ptr() == gradient.data_ptr()
-    assert gradient.tolist() == [[0.0, -4.0, 0.0, 6.0]]
 
 
 @pytest.mark.parametrize("log_prob_weight", [0.0, 0.37])

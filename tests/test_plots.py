@@ -3,10 +3,12 @@ drawn, and no text covers a curve or another text, for smoke-sized and long runs
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -21,7 +23,7 @@ from synthetic_runs import (
     write_extracted,
 )
 
-from sacbench import plots, reference
+from sacbench import plots, published
 from sacbench.tables import RunSet, Selection, load_runs
 
 # Four tasks: the 3-column grid needs a second row with two empty slots removed.
@@ -217,8 +219,18 @@ def test_no_text_covers_data_or_other_text(
         plt.close(figure)
 
 
-def test_backend_is_agg() -> None:
-    assert matplotlib.get_backend().lower() == "agg"
+def test_plots_choose_agg_whatever_backend_the_environment_names() -> None:
+    # The module selects Agg itself rather than relying on the environment (in this process
+    # the test setup may already have chosen Agg). Headless, matplotlib itself replaces an
+    # interactive backend by Agg, so the environment names a non-interactive one, which it keeps.
+    environment = {name: value for name, value in os.environ.items() if name != "DISPLAY"}
+    environment["MPLBACKEND"] = "pdf"
+    code = "import matplotlib, sacbench.plots; print(matplotlib.get_backend())"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().lower() == "agg"
 
 
 @pytest.mark.parametrize(
@@ -244,7 +256,7 @@ def test_one_line_per_variant_and_panel(runset: RunSet, make, prefix: str) -> No
         plt.close(figure)
 
 
-def test_return_curves_are_the_seed_mean_and_name_the_reference(runset: RunSet) -> None:
+def test_return_curves_are_the_seed_mean_and_name_the_published_return(runset: RunSet) -> None:
     figure = plots.returns_vs_steps(runset, smoothing_episodes=1)
     try:
         hopper = figure.axes[0]
@@ -255,10 +267,10 @@ def test_return_curves_are_the_seed_mean_and_name_the_reference(runset: RunSet) 
         assert x[0] == 149 and y[0] == pytest.approx(np.mean(first))
         # Runs of 2,000 steps keep their own y range; the off-scale value is in the title, and
         # no line is drawn (nor put in the legend) outside the axes.
-        assert hopper.get_ylim()[1] < reference.PR424["Hopper-v4"].return_mean
+        assert hopper.get_ylim()[1] < published.PR424["Hopper-v4"].return_mean
         assert not _lines(hopper, "reference:")
         assert hopper.get_title(loc="right") == "pr-424: 2,310.46 (above ↑)"
-        assert plots.REFERENCE_LINE_LABEL not in _legend_labels(figure)
+        assert plots.PUBLISHED_LINE_LABEL not in _legend_labels(figure)
         # A task outside pr-424 gets neither.
         assert not _lines(figure.axes[3], "reference:")
         assert figure.axes[3].get_title(loc="right") == ""
@@ -267,14 +279,14 @@ def test_return_curves_are_the_seed_mean_and_name_the_reference(runset: RunSet) 
         plt.close(figure)
 
 
-def test_reference_inside_a_short_runs_range_is_drawn_without_widening_it(
+def test_published_return_inside_a_short_runs_range_is_drawn_without_widening_it(
     inrange_runset: RunSet,
 ) -> None:
     figure = plots.returns_vs_steps(inrange_runset, smoothing_episodes=1)
     try:
         pendulum, pusher, hopper = figure.axes
         for axis, env_id in ((pendulum, "InvertedPendulum-v4"), (pusher, "Pusher-v4")):
-            value = reference.PR424[env_id].return_mean
+            value = published.PR424[env_id].return_mean
             (line,) = _lines(axis, "reference:")["pr-424"]
             assert line.get_ydata()[0] == value
             assert axis.get_title(loc="right").endswith("(dashed)")
@@ -287,16 +299,16 @@ def test_reference_inside_a_short_runs_range_is_drawn_without_widening_it(
             assert low > data.min() - 0.1 * np.ptp(data)
             assert high < data.max() + 0.1 * np.ptp(data)
         assert not _lines(hopper, "reference:")
-        assert plots.REFERENCE_LINE_LABEL in _legend_labels(figure)
+        assert plots.PUBLISHED_LINE_LABEL in _legend_labels(figure)
     finally:
         plt.close(figure)
 
 
-def test_reference_is_always_drawn_for_long_runs(long_runset: RunSet) -> None:
+def test_published_return_is_always_drawn_for_long_runs(long_runset: RunSet) -> None:
     figure = plots.returns_vs_steps(long_runset, smoothing_episodes=10)
     try:
         (axis,) = figure.axes
-        value = reference.PR424["Hopper-v4"].return_mean
+        value = published.PR424["Hopper-v4"].return_mean
         assert _lines(axis, "reference:")
         low, high = axis.get_ylim()
         assert low < value < high  # far above the curves, but these runs are comparable

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 import torch
 
-from sacbench.provenance import new_file_mode
+from sacbench.atomic import new_file_mode
 from sacbench.run_dir import KILL_POINT_VARIABLE, KILL_POINTS
 from sacbench.tags import TIME_TAGS
 from tests.trainer_runs import read_scalars, reproducible, run_trainer

@@ -23,7 +23,7 @@ from synthetic_runs import (
 )
 from tensorboard.backend.event_processing import event_accumulator
 
-from sacbench import reference
+from sacbench import published
 from sacbench.tables import (
     ResultsInputError,
     Run,
@@ -123,8 +123,8 @@ def test_a_return_cell_recomputed_from_raw_events(runset: RunSet, golden_root: P
     # Columns: env, then (return, CI, n) per variant, then pr-424.
     assert row[4].split(" [")[0] == expected
     assert row[6] == "3"
-    published = reference.PR424["HalfCheetah-v4"]
-    assert row[7] == f"{published.return_mean:,.2f} ± {published.return_std:,.2f}"
+    pr424 = published.PR424["HalfCheetah-v4"]
+    assert row[7] == f"{pr424.return_mean:,.2f} ± {pr424.return_std:,.2f}"
 
 
 def test_sps_cells_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
@@ -232,7 +232,7 @@ def test_projected_cells_recomputed_from_raw_events(runset: RunSet, golden_root:
     markdown = runtimes_table(runset, allow_missing=False).markdown
     row = _row(markdown, "## Projected minutes per 1M steps", "Hopper-v4")
     assert row[1] == f"{np.mean(projected):,.2f} ± {np.std(projected):,.2f}"
-    assert row[3] == f"{reference.PR424['Hopper-v4'].runtime_minutes:,.3f}"
+    assert row[3] == f"{published.PR424['Hopper-v4'].runtime_minutes:,.3f}"
 
 
 @pytest.mark.parametrize(

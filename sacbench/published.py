@@ -1,13 +1,17 @@
-"""Published reference numbers: CleanRL's SAC benchmark at tag pr-424, with their true units.
+"""Published numbers: CleanRL's SAC benchmark at tag pr-424, with their true units.
 
 CleanRL's ``docs/benchmark/sac_runtimes.md`` is often read as steps per second. It is not: the
 values are wall-clock MINUTES per 1,000,000-step run, as openrlbenchmark computes them (the mean
 over seeds of W&B's ``_runtime``, then the mean of the last 10% of those seed-averaged rows,
-which reads about 0.95x the final wall-clock). The returns are, per run, the mean of its last 100
-``charts/episodic_return`` values, then mean ± std (ddof=0) over seeds 1, 2 and 3.
+which reads about 0.95x the final wall-clock; docs/results.md, "pr-424 runtime"). The returns
+are, per run, the mean of its last 100 ``charts/episodic_return`` values, then mean ± std
+(ddof=0) over seeds 1, 2 and 3.
 
 The random-policy returns anchor the min-max normalisation of the aggregate statistics; they were
-measured here with :func:`measure_random_returns` (``python -m sacbench.reference``).
+measured here with :func:`measure_random_returns` (``python -m sacbench.published``).
+
+"Reference" in sacbench names CleanRL's literal update path (``--update-path reference``), never
+these numbers.
 """
 
 from __future__ import annotations
@@ -18,12 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# How tables and plots name these numbers; no variant may take it.
+LABEL = "pr-424"
 PR424_STEPS = 1_000_000
 PR424_SEEDS = (1, 2, 3)
 PR424_SOFTWARE = "gymnasium 0.28.1, mujoco 2.3.3, torch 1.12.1; 1 GPU (model not recorded), 10 CPUs"
-# openrlbenchmark's runtime is the mean of the last 10% of seed-averaged rows of the elapsed time,
-# which reads about this fraction of the final wall-clock (DESIGN.md).
-OPENRLBENCHMARK_RUNTIME_FRACTION = 0.95
 
 
 @dataclass(frozen=True)
