@@ -130,6 +130,14 @@ def timed_updates(
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
+def median_ratio(ours: list[float], theirs: list[float]) -> float:
+    """The median over rounds of the per-round ratio ours / theirs (not a ratio of medians).
+
+    Both learners of a round ran under the same machine load, so each round's ratio cancels it.
+    """
+    return statistics.median(mine / reference for mine, reference in zip(ours, theirs, strict=True))
+
+
 def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]]:
     batches, low, high = random_batches(
         env_id=env_id, count=64, batch_size=options.batch_size, seed=options.seed
@@ -171,11 +179,6 @@ def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]
             wall[name].append(options.updates / wall_seconds)
             cpu[name].append(options.updates / cpu_seconds)
 
-    def ratio(rates: dict[str, list[float]], name: str) -> float:
-        return statistics.median(
-            ours / theirs for ours, theirs in zip(rates[name], rates["reference"], strict=True)
-        )
-
     rows = []
     for name in names:
         rows.append(
@@ -185,8 +188,8 @@ def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]
                 name,
                 f"{statistics.median(wall[name]):.1f}",
                 f"{statistics.median(cpu[name]):.1f}",
-                f"{ratio(wall, name):.2f}",
-                f"{ratio(cpu, name):.2f}",
+                f"{median_ratio(wall[name], wall['reference']):.2f}",
+                f"{median_ratio(cpu[name], cpu['reference']):.2f}",
             ]
         )
     return rows

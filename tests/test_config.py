@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
+from sacbench.args import ARG_NAMES, Args
 from sacbench.config import (
     CONFIGURABLE_ARGS,
     MAX_TRAIN_RUNTIME_MINUTES,
@@ -164,9 +165,24 @@ def test_every_problem_is_reported_at_once():
     assert len(caught.value.problems) == 3
 
 
-def test_pipeline_arguments_are_not_configurable():
-    assert {"env_id", "seed", "run_dir", "threads", "overwrite"} <= PIPELINE_ARGS
-    assert not PIPELINE_ARGS & set(CONFIGURABLE_ARGS)
+def test_pipeline_arguments_are_the_trainer_flags_the_train_rule_sets():
+    rule = (REPO / "workflow" / "rules" / "train.smk").read_text()
+    shell = rule.split("shell:", 1)[1].split("\nrule ", 1)[0]
+    flags = {flag.replace("-", "_") for flag in re.findall(r"--([a-z][a-z-]*)", shell)}
+    assert flags == PIPELINE_ARGS
+    assert set(ARG_NAMES) >= PIPELINE_ARGS
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINE_ARGS))
+def test_a_config_that_sets_a_pipeline_argument_is_refused(name: str):
+    value = getattr(Args(), name)
+    for where, config in (
+        ("train", {**repo_config(), "train": {name: value}}),
+        ("variants.v", {**repo_config(), "variants": {"v": {name: value}}}),
+    ):
+        with pytest.raises(ConfigError) as caught:
+            validated_config(config, schema=SCHEMA)
+        assert f"{where}.{name}: {name!r} is set by the pipeline" in str(caught.value)
 
 
 def test_trainer_cli_renders_booleans_as_flag_pairs_and_quotes_strings():

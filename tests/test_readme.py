@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.workflow_copies import REPO, run_verbatim, venv_environment, workflow_copy
+from tests.workflow_copies import (
+    REPO,
+    interruptible,
+    run_verbatim,
+    venv_environment,
+    workflow_copy,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -149,10 +155,18 @@ def test_status_watch_reprints_until_interrupted(tmp_path: Path):
         stderr=subprocess.PIPE,
         text=True,
         env=venv_environment(),
+        preexec_fn=interruptible,
     )
-    time.sleep(8)
+    assert process.stdout is not None
+    printed = []
+    # Interrupt once the first table is out, however slowly a loaded machine starts Python.
+    for line in process.stdout:
+        printed.append(line)
+        if line.startswith("total:"):
+            break
     process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=30)
+    rest, stderr = process.communicate(timeout=30)
+    stdout = "".join(printed) + rest
     assert process.returncode == 0, stderr
     rows = [line for line in stdout.splitlines() if "sac_continuous_action" in line]
     assert len(rows) == 18 and all("pending" in row for row in rows), stdout

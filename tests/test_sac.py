@@ -119,15 +119,29 @@ def test_target_stops_bootstrapping_on_termination_only():
 
 
 def test_truncated_episode_stores_true_final_observation_and_no_termination():
+    actions = np.random.default_rng(0).uniform(-2, 2, (100, 7)).astype(np.float32)
     env = make_env("Pusher-v4", seed=1)  # 100-step time limit, never terminates
     env.reset(seed=1)
-    transitions = [step_env(env, action=env.action_space.sample()) for _ in range(100)]
+    transitions = [step_env(env, action=action) for action in actions]
+    # A twin stepped by hand with the same actions: what each observation must be.
+    twin = make_env("Pusher-v4", seed=1)
+    twin.reset(seed=1)
+    outcomes = [twin.step(action) for action in actions]
+    final_observation, _, terminated, truncated, _ = outcomes[-1]
+    assert truncated and not terminated
+    reset_observation, _ = twin.reset()  # the same env RNG as step_env's reset
+
     last = transitions[-1]
-    assert last.episode_over and not last.terminated
-    assert not any(t.episode_over for t in transitions[:-1])
+    assert last.episode_over and not last.terminated and last.reward == outcomes[-1][1]
     # The stored next observation is the final one; the loop continues from a reset observation.
-    assert not np.array_equal(last.next_observation, last.continue_from)
-    assert last.next_observation.dtype == np.float32
+    np.testing.assert_array_equal(last.next_observation, final_observation.astype(np.float32))
+    np.testing.assert_array_equal(last.continue_from, reset_observation.astype(np.float32))
+    assert last.next_observation.dtype == last.continue_from.dtype == np.float32
+    for transition, (observation, reward, *_) in zip(transitions[:-1], outcomes[:-1], strict=True):
+        assert not transition.episode_over and not transition.terminated
+        assert transition.reward == reward
+        np.testing.assert_array_equal(transition.next_observation, observation.astype(np.float32))
+        np.testing.assert_array_equal(transition.continue_from, transition.next_observation)
 
 
 def test_terminated_episode_is_flagged():
@@ -263,6 +277,53 @@ def test_fixed_alpha_is_never_tuned(gradients):
     )
     fast_metrics = fast.update(random_batch(torch.Generator().manual_seed(0)), schedule)
     assert "alpha_loss" not in fast_metrics and float(fast_metrics["alpha"]) == pytest.approx(0.3)
+
+
+def test_reference_learner_state_round_trip_continues_identically(tmp_path):
+    """The learner half of a resume on the reference path: a state saved as checkpoints are
+    (a tensors-only file) and loaded into other networks continues bit for bit."""
+    generator = torch.Generator().manual_seed(5)
+    data = [random_batch(generator) for _ in range(4)]
+
+    def run_updates(learner: ReferenceLearner, steps: range) -> list[dict[str, torch.Tensor]]:
+        torch.manual_seed(3)
+        metrics = []
+        for step in steps:
+            schedule = update_schedule(step, learning_starts=5000, policy_frequency=2,
+                                       target_network_frequency=1)  # fmt: skip
+            update = learner.update(data[step % len(data)], schedule)
+            metrics.append({name: value.clone() for name, value in update.items()})
+        return metrics
+
+    original = make_reference()
+    run_updates(original, range(5001, 5007))
+    torch.save(original.state_dict(), tmp_path / "learner.pt")
+    torch.manual_seed(99)  # other initial networks, replaced by the loaded state
+    resumed = ReferenceLearner(obs_dim=OBS_DIM, action_low=LOW, action_high=HIGH,
+                               args=original.args, device=CPU)  # fmt: skip
+    resumed.load_state_dict(torch.load(tmp_path / "learner.pt", weights_only=True))
+    expected = run_updates(original, range(5007, 5013))
+    got = run_updates(resumed, range(5007, 5013))
+    assert "alpha_loss" in expected[-1]
+    for ours, theirs in zip(got, expected, strict=True):
+        assert ours.keys() == theirs.keys()
+        for name in ours:
+            torch.testing.assert_close(ours[name], theirs[name], rtol=0, atol=0, msg=name)
+    for ours, theirs in zip(_learner_tensors(resumed), _learner_tensors(original), strict=True):
+        torch.testing.assert_close(ours, theirs, rtol=0, atol=0)
+    assert resumed.alpha == original.alpha
+
+
+def _learner_tensors(learner: ReferenceLearner) -> list[torch.Tensor]:
+    """Every network parameter and buffer, and every optimizer state tensor, in one order."""
+    state = learner.state_dict()
+    tensors = [state["log_alpha"]]
+    for name in ("actor", "qf1", "qf2", "qf1_target", "qf2_target"):
+        tensors.extend(state[name].values())
+    for name in ("q_optimizer", "actor_optimizer", "alpha_optimizer"):
+        for parameter_state in state[name]["state"].values():
+            tensors.extend(torch.as_tensor(value) for value in parameter_state.values())
+    return tensors
 
 
 def _critic_tensors(learner, *, target: bool = False) -> list[torch.Tensor]:

@@ -24,6 +24,7 @@ from sacbench.events import read_run_scalars
 from sacbench.progress import RETURN_WINDOW, RunProgress
 from sacbench.status import HEADERS, RunKey, classify, read_run_status
 from tests.trainer_runs import run_trainer, start_trainer, train_command
+from tests.workflow_copies import interruptible
 
 pytestmark = pytest.mark.slow
 
@@ -441,10 +442,16 @@ def test_watch_reprints_until_interrupted(project):
         cwd=project,
         stdout=subprocess.PIPE,
         text=True,
+        preexec_fn=interruptible,
     )
-    time.sleep(1.5)
+    assert process.stdout is not None
+    printed = []
+    for line in process.stdout:  # interrupt after two tables, however slow the start
+        printed.append(line)
+        if sum(text.startswith("total:") for text in printed) == 2:
+            break
     process.send_signal(signal.SIGINT)
-    stdout, _ = process.communicate(timeout=60)
+    stdout = "".join(printed) + process.communicate(timeout=60)[0]
     assert process.returncode == 0
     assert stdout.count("total: 8 runs") >= 2
     assert "\033[" not in stdout  # not a terminal: no screen clearing in a log

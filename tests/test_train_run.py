@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from sacbench.events import read_run_scalars
+from sacbench.run_dir import RunDir
 from sacbench.tags import EPISODE_TAGS, LOSS_TAGS, TIME_TAGS
 from tests.trainer_runs import (
     SHORT_RUN,
@@ -22,12 +26,30 @@ from tests.trainer_runs import (
 pytestmark = pytest.mark.slow
 
 RUN = (*SHORT_RUN, "--checkpoint-interval", "200", "--update-path", "fast")
+# CleanRL's literal update path, on a smaller task: its resume is as exact as the fast path's.
+REFERENCE_RUN = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "500",
+                 "--learning-starts", "200", "--batch-size", "16", "--checkpoint-interval", "100",
+                 "--update-path", "reference")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def finished_run(tmp_path_factory) -> Path:
+def timed_run(tmp_path_factory) -> tuple[Path, float]:
+    """A finished run of RUN, and the time.time() just before its process was started."""
     run_dir = tmp_path_factory.mktemp("finished") / "run"
+    launched = time.time()
     run_trainer(run_dir, *RUN)
+    return run_dir, launched
+
+
+@pytest.fixture(scope="module")
+def finished_run(timed_run) -> Path:
+    return timed_run[0]
+
+
+@pytest.fixture(scope="module")
+def finished_reference_run(tmp_path_factory) -> Path:
+    run_dir = tmp_path_factory.mktemp("finished-reference") / "run"
+    run_trainer(run_dir, *REFERENCE_RUN)
     return run_dir
 
 
@@ -48,11 +70,22 @@ def test_every_tag_is_written_at_cleanrl_cadence(finished_run):
     assert cumulative <= 1500
 
 
-def test_sps_is_cleanrl_formula(finished_run):
-    scalars = read_scalars(finished_run)
-    elapsed = dict(scalars["charts/elapsed_seconds"])
-    for step, sps in scalars["charts/SPS"]:
-        assert sps == int(step / elapsed[step])
+def test_sps_is_cleanrl_formula_over_the_time_since_the_start(timed_run):
+    finished_run, launched = timed_run
+    scalars = read_run_scalars(finished_run)
+    elapsed = dict(scalars.loc[scalars.tag == "charts/elapsed_seconds", ["step", "value"]].values)
+    sps_points = scalars[scalars.tag == "charts/SPS"]
+    assert list(sps_points.step) == [1100, 1200, 1300, 1400]
+    # The event writer stamps every point with its own clock: the trainer's elapsed time at a
+    # step must lie between that stamp minus the first point's (the run had started by then)
+    # and that stamp minus the moment the process was launched. The slack covers the writes
+    # between the trainer's reading of the clock and the writer's.
+    first_stamp = scalars.wall_time.min()
+    for point in sps_points.itertuples():
+        seconds = elapsed[point.step]
+        assert point.value == int(point.step / seconds)
+        assert point.wall_time - first_stamp - 0.25 <= seconds, point
+        assert seconds <= point.wall_time - launched + 0.25, point
     assert max(elapsed) == 1499  # the final step's elapsed time is recorded too
     complete = json.loads((finished_run / "complete.json").read_text())
     assert complete["global_step"] == 1500
@@ -142,21 +175,38 @@ def _signal_when(process: subprocess.Popen, *, at_step: int, signal_number: int)
 def test_killed_and_resumed_run_equals_uninterrupted(
     finished_run, tmp_path, signal_number, at_step
 ):
+    _assert_killed_and_resumed_run_equals(
+        finished_run, tmp_path / "run", RUN, signal_number=signal_number, at_step=at_step
+    )
+
+
+def test_reference_path_killed_and_resumed_equals_uninterrupted(finished_reference_run, tmp_path):
     run_dir = tmp_path / "run"
-    process = start_trainer(run_dir, *RUN)
+    _assert_killed_and_resumed_run_equals(
+        finished_reference_run, run_dir, REFERENCE_RUN, signal_number=signal.SIGTERM, at_step=330
+    )
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    assert metadata["args"]["update_path"] == "reference"
+    assert 330 < metadata["sessions"][1]["start_step"] < 400  # resumed mid-interval, training
+
+
+def _assert_killed_and_resumed_run_equals(
+    finished: Path, run_dir: Path, run: tuple[str, ...], *, signal_number: int, at_step: int
+) -> None:
+    process = start_trainer(run_dir, *run)
     output = _signal_when(process, at_step=at_step, signal_number=signal_number)
     assert process.returncode in (128 + signal_number, -signal_number), "".join(output)
     assert not (run_dir / "complete.json").exists()
     if signal_number != signal.SIGKILL:
         assert any("checkpointed at step" in line for line in output)
 
-    run_trainer(run_dir, *RUN)
+    run_trainer(run_dir, *run)
 
     resumed = read_scalars(run_dir)
     for tag, series in resumed.items():
         steps = [step for step, _ in series]
         assert steps == sorted(set(steps)), f"{tag} has repeated or unordered steps"
-    assert reproducible(resumed) == reproducible(read_scalars(finished_run))
+    assert reproducible(resumed) == reproducible(read_scalars(finished))
     assert all(value > 0 for _, value in resumed["charts/steady_SPS"])
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert len(metadata["sessions"]) == 2
@@ -167,7 +217,7 @@ def test_killed_and_resumed_run_equals_uninterrupted(
     else:
         assert first_status == f"signal {signal.Signals(signal_number).name}"
     complete = json.loads((run_dir / "complete.json").read_text())
-    assert complete["global_step"] == 1500
+    assert complete["global_step"] == int(run[run.index("--total-timesteps") + 1])
     assert not list((run_dir / "checkpoint").glob("rows-*.npz"))  # buffer dropped once finished
 
 
@@ -176,3 +226,26 @@ def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
                 "--learning-starts", "200", "--batch-size", "16")  # fmt: skip
     elapsed = read_scalars(tmp_path / "r")["charts/elapsed_seconds"]
     assert [step for step, _ in elapsed] == [300]
+
+
+# ---- fixed entropy coefficient ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("update_path", ["fast", "reference"])
+def test_run_with_fixed_alpha_keeps_it_and_writes_no_alpha_loss(tmp_path, update_path):
+    run_dir = tmp_path / "r"
+    run_trainer(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "450",
+                "--learning-starts", "200", "--batch-size", "16", "--no-autotune",
+                "--alpha", "0.3", "--update-path", update_path)  # fmt: skip
+    assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 450
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    assert metadata["args"]["autotune"] is False and metadata["args"]["alpha"] == 0.3
+    scalars = read_scalars(run_dir)
+    # CleanRL writes losses/alpha_loss only when it tunes alpha.
+    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS} - {"losses/alpha_loss"}
+    assert scalars["losses/alpha"] == [(300, float(np.float32(0.3))), (400, float(np.float32(0.3)))]
+    assert [step for step, _ in scalars["losses/actor_loss"]] == [300, 400]  # the actor trained
+    learner = RunDir(run_dir).load_checkpoint()["learner"]
+    assert learner["path"] == update_path
+    assert float(learner["alpha"]) == 0.3 and float(learner["log_alpha"]) == 0.0
+    assert "alpha_loss" not in learner["last"]

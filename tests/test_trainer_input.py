@@ -1,4 +1,5 @@
-"""Bad input is refused before training, with the offending value named; checkpoints are robust."""
+"""Bad input is refused before training, with the offending value named; checkpoints are robust;
+the actions switch from random to the policy's at learning_starts."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import pytest
 import torch
 
 from sacbench.args import Args, validate_args
-from sacbench.envs import BENCHMARK_ENV_IDS, EnvError, check_env_id, make_env
+from sacbench.envs import BENCHMARK_ENV_IDS, ENV_SHAPES, EnvError, check_env_id, make_env
 from sacbench.replay import ReplayBuffer
-from sacbench.run_dir import RunDir, RunDirError
-from sacbench.train import main, train
+from sacbench.run_dir import KILL_POINT_VARIABLE, RunDir, RunDirError
+from sacbench.train import Actor, main, make_learner, seed_everything, train
 from tests.trainer_runs import run_trainer
+
+CPU = torch.device("cpu")
 
 
 def test_unknown_env_id_lists_the_benchmark_ids(capsys, tmp_path):
@@ -104,6 +107,55 @@ def test_missing_buffer_chunk_is_named(tmp_path):
         )
 
 
+# ---- random actions, then the policy's --------------------------------------------------------
+
+
+@pytest.mark.parametrize("update_path", ["fast", "reference"])
+def test_actions_are_random_before_learning_starts_and_the_policys_from_it_on(
+    tmp_path, monkeypatch, update_path
+):
+    # Steps 0-19 act at random, step 20 (= learning_starts) is the policy's first action, and
+    # the first update comes at step 21, after the checkpoint that holds steps 0-20. Dying just
+    # before the final state keeps that checkpoint.
+    env_id, seed, learning_starts = "InvertedPendulum-v4", 1, 20
+    run_dir = tmp_path / "r"
+    monkeypatch.setenv(KILL_POINT_VARIABLE, "before-final-state")
+    completed = run_trainer(run_dir, "--env-id", env_id, "--seed", str(seed),
+                            "--total-timesteps", "23", "--learning-starts", str(learning_starts),
+                            "--batch-size", "8", "--buffer-size", "100",
+                            "--checkpoint-interval", "21", "--update-path", update_path,
+                            check=False)  # fmt: skip
+    assert completed.returncode == -9, completed.stderr
+    saved = RunDir(run_dir)
+    checkpoint = saved.load_checkpoint()
+    assert checkpoint["global_step"] == learning_starts + 1
+    obs_dim, action_dim = ENV_SHAPES[env_id]
+    buffer = ReplayBuffer(capacity=100, obs_dim=obs_dim, action_dim=action_dim, seed=seed)
+    saved.load_buffer(buffer, checkpoint)
+    stored = buffer.split(buffer.storage[: learning_starts + 1])
+
+    # Before learning_starts: the env's action space sampled with the run's seed.
+    twin = make_env(env_id, seed=seed)
+    samples = np.stack([twin.action_space.sample() for _ in range(learning_starts + 1)])
+    np.testing.assert_array_equal(stored.actions[:learning_starts].numpy(), samples[:-1])
+    assert not np.array_equal(stored.actions[learning_starts].numpy(), samples[-1])
+
+    # At learning_starts: the actor's sample, by hand. Nothing draws from torch's generator
+    # between the networks' initialisation and that action, so its noise can be drawn again.
+    seed_everything(seed, torch_deterministic=True)
+    space = twin.action_space
+    args = Args(env_id=env_id, seed=seed, update_path=update_path)
+    make_learner(args=args, obs_dim=obs_dim, action_low=space.low, action_high=space.high,
+                 device=CPU)  # fmt: skip
+    noise = torch.randn(1, action_dim)
+    actor = Actor(obs_dim=obs_dim, action_low=space.low, action_high=space.high)
+    actor.load_state_dict(checkpoint["learner"]["actor"])  # no update has run yet
+    with torch.no_grad():
+        mean, log_std = actor(stored.observations[learning_starts:])
+    by_hand = torch.tanh(mean + log_std.exp() * noise) * actor.action_scale + actor.action_bias
+    torch.testing.assert_close(stored.actions[learning_starts:], by_hand)
+
+
 # ---- replay buffer ----------------------------------------------------------------------------
 
 
@@ -118,7 +170,7 @@ def _fill(buffer: ReplayBuffer, count: int, *, episode_length: int = 7, start: i
             observation=observation,
             next_observation=next_observation,
             action=rng.uniform(-1, 1, size=buffer.action_dim).astype(np.float32),
-            reward=float(index),
+            reward=float(index + 1),  # never 0.0, so an unfilled (all-zero) row shows
             terminated=done and index % 2 == 0,
         )
         observation = (
@@ -136,9 +188,17 @@ def test_buffer_sampling_is_seeded_and_within_filled_rows():
     first, second = (ReplayBuffer(capacity=100, obs_dim=3, action_dim=2, seed=4) for _ in range(2))
     _fill(first, 20)
     _fill(second, 20)
-    a, b = first.sample(64), second.sample(64)
-    torch.testing.assert_close(a.observations, b.observations)
-    assert set(a.rewards.tolist()) <= set(map(float, range(20)))
+    # The indices are the seed's PCG64 draws over the filled rows only.
+    expected = torch.from_numpy(np.random.Generator(np.random.PCG64(4)).integers(0, 20, 64))
+    assert torch.equal(first.sample_indices(64), expected)
+    assert torch.equal(second.sample_indices(64), expected)
+    a, b = first.sample(10_000), second.sample(10_000)
+    torch.testing.assert_close(a.observations, b.observations, rtol=0, atol=0)
+    # Row i holds reward i + 1: an unfilled row (reward 0.0) or a row past the 20th never shows,
+    # and every filled row is drawn.
+    assert set(a.rewards.tolist()) == {float(i) for i in range(1, 21)}
+    indices = first.sample_indices(10_000)
+    assert indices.min() == 0 and indices.max() == 19
 
 
 @pytest.mark.parametrize("capacity", [100, 23])  # 23 < rows added: the ring wraps

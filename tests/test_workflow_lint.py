@@ -10,6 +10,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
+
+from sacbench.config import ConfigError, load_schema, validated_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -103,8 +106,32 @@ def test_smoke_profile_plans_six_runs_that_reach_the_update(workdir: Path):
         assert learning_starts < steps
 
 
+RUNTIME_KEYS = {"threads", "mem_mb", "mem", "runtime", "resources", "slurm_partition",
+                "slurm_account", "partition", "gpu", "gpus", "cpus_per_task"}  # fmt: skip
+
+
+def _keys(node: object) -> set[str]:
+    """Every mapping key in a parsed YAML document, at any depth."""
+    if isinstance(node, dict):
+        return {str(key) for key in node} | {k for value in node.values() for k in _keys(value)}
+    if isinstance(node, list):
+        return {key for item in node for key in _keys(item)}
+    return set()
+
+
 def test_runtime_settings_come_from_profiles_not_config():
-    # Threads, memory and time limits are resources/threads of rules; config.yaml has none.
-    config_text = (REPO / "config.yaml").read_text()
-    for key in ("threads:", "mem_mb", "runtime:", "partition", "gpu"):
-        assert key not in config_text
+    # Threads, memory and time limits are threads and resources of the train rule (profiles
+    # override them); the configs hold none, and the schema refuses them.
+    for name in ("config.yaml", "config/smoke.yaml"):
+        keys = _keys(yaml.safe_load((REPO / name).read_text()))
+        assert not keys & RUNTIME_KEYS, name
+    repo = yaml.safe_load((REPO / "config.yaml").read_text())
+    schema = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    for key, value in (("threads", 2), ("runtime", 60), ("mem_mb", 4000)):
+        with pytest.raises(ConfigError, match=f"{key}: unknown key '{key}'"):
+            validated_config({**repo, key: value}, schema=schema)
+    rule = (REPO / "workflow" / "rules" / "train.smk").read_text()
+    assert re.search(r"^    threads: \S+$", rule, flags=re.MULTILINE), rule
+    resources = re.search(r"^    resources:\n((?:        .*\n)+)", rule, flags=re.MULTILINE)
+    assert resources, rule
+    assert {"mem_mb", "runtime"} <= set(re.findall(r"^\s+(\w+)=", resources.group(1), re.M))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,13 @@ def workflow_copy(parent: Path, config: dict, *, name: str = "sacbench") -> Path
 
 def write_config(workdir: Path, config: dict) -> None:
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def interruptible() -> None:
+    """For Popen(preexec_fn=...): SIGINT's default action, as in a terminal. A test suite started
+    in the background of a non-interactive shell (as CI may run it) passes SIGINT on ignored,
+    and a Python started that way never turns Ctrl-C into KeyboardInterrupt."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def venv_environment() -> dict[str, str]:
