@@ -10,7 +10,7 @@ The unprofiled time per update is printed too, since the profiler itself adds ov
 
 The profiler also inflates the elementwise operations on fresh [2, 256, 256] tensors several
 times over, so for the hand-written gradients (the default) the script first times each stage
-of the update without it: every function of sacbench.handwritten that the update calls is
+of the update without it: every function of sacbench.sac.handwritten that the update calls is
 wrapped in a wall-clock timer (on CPU each call is synchronous), and the rest of the update
 (the first layers' products, the target lerp, the small operations in between) is reported
 as the remainder.
@@ -34,12 +34,11 @@ import torch
 from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
-from sacbench import handwritten
-from sacbench.args import Args
 from sacbench.envs import ENV_SHAPES
-from sacbench.fast import FastLearner
-from sacbench.replay import Batch
-from sacbench.train import update_schedule
+from sacbench.sac import handwritten
+from sacbench.sac.algorithm import Batch, update_schedule
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 LEARNING_STARTS = 5_000
@@ -112,7 +111,7 @@ def random_batch(obs_dim: int, action_dim: int, batch_size: int, generator: torc
 
 def stage_times(run_updates: Callable[[], None], count: int) -> list[list[object]]:
     """Rows (stage, ms per update, calls per update) for `count` updates of the hand-written
-    update, each stage function of sacbench.handwritten timed in place, plus the remainder."""
+    update, each stage function of sacbench.sac.handwritten timed in place, plus the remainder."""
     spent: dict[str, float] = defaultdict(float)
     calls: dict[str, int] = defaultdict(int)
     originals = {name: getattr(handwritten, name) for name in TIMED_STAGES}

@@ -1,7 +1,7 @@
 """Update throughput of the reference and fast SAC update paths, in one process, on one thread.
 
 Three learners: the reference path (CleanRL's computation), the fast path with its gradients
-written by hand (the default, sacbench.handwritten) and the fast path through autograd
+written by hand (the default, sacbench.sac.handwritten) and the fast path through autograd
 ("fast-autograd", the formulation --compile compiles). All start from the same networks
 (FastLearner.from_reference), see the same batches in the same order (sampled from one
 ReplayBuffer filled with random transitions of the task's shape) and run in alternating rounds,
@@ -32,11 +32,13 @@ import numpy as np
 import torch
 from tabulate import tabulate
 
-from sacbench.args import Args
 from sacbench.envs import make_env
-from sacbench.fast import FastLearner
-from sacbench.replay import Batch, ReplayBuffer
-from sacbench.train import Learner, ReferenceLearner, update_schedule
+from sacbench.replay import ReplayBuffer
+from sacbench.sac.algorithm import Batch, update_schedule
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.learners import Learner
+from sacbench.sac.reference_learner import ReferenceLearner
 
 LEARNING_STARTS = 5_000
 

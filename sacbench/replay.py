@@ -11,22 +11,13 @@ next_obs equal to the following row's obs (every step but an episode's last) is 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from sacbench.atomic import write_atomically
-
-
-@dataclass(frozen=True)
-class Batch:
-    observations: torch.Tensor  # [B, obs_dim]
-    next_observations: torch.Tensor  # [B, obs_dim]
-    actions: torch.Tensor  # [B, act_dim]
-    rewards: torch.Tensor  # [B]
-    terminations: torch.Tensor  # [B], 1.0 where the episode terminated (not truncated)
+from sacbench.sac.algorithm import Batch
 
 
 class ReplayBuffer:

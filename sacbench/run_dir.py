@@ -128,7 +128,7 @@ class RunDir:
 
     def begin_session(self, *, args: Any, device: str, start_step: int) -> None:
         metadata = self._read_metadata() if self.metadata_path.exists() else {}
-        from sacbench.args import run_defining_args
+        from sacbench.sac.args import run_defining_args
 
         session = {
             "started_at": utc_now(),

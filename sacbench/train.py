@@ -2,14 +2,11 @@
 
 Same defaults, update schedule, TensorBoard tags and SPS definition as CleanRL; unlike it, every
 piece is an importable function, and a run can be killed and resumed without losing or repeating
-a step. Read top to bottom:
+a step. The SAC mathematics and the two update paths live in sacbench.sac (start at
+sacbench/sac/algorithm.py); this module holds:
 
-1. networks and the squashed Gaussian policy;
-2. the SAC losses as pure functions of tensors;
-3. the reference update path (CleanRL's computation, literally) - the fast path, with the same
-   mathematics, lives in sacbench/fast.py;
-4. the training loop, with checkpoints and the event log;
-5. the command line: `python -m sacbench.train --help`.
+1. the training loop, with checkpoints and the event log;
+2. the command line: `python -m sacbench.train --help`.
 """
 
 from __future__ import annotations
@@ -19,20 +16,16 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 import tyro
 from torch.utils.tensorboard import SummaryWriter
 
-from sacbench.args import Args, run_defining_args, validate_args
 from sacbench.envs import (
     capture_env_state,
     check_env_id,
@@ -41,8 +34,11 @@ from sacbench.envs import (
     restore_env_state,
 )
 from sacbench.progress import PROGRESS_FILE_NAME, RunProgress
-from sacbench.replay import Batch, ReplayBuffer
+from sacbench.replay import ReplayBuffer
 from sacbench.run_dir import RunDir, RunDirError
+from sacbench.sac.algorithm import LOG_EVERY, update_schedule
+from sacbench.sac.args import Args, run_defining_args, validate_args
+from sacbench.sac.learners import Learner, make_learner
 from sacbench.tags import (
     ELAPSED_TAG,
     HYPERPARAMETERS_TAG,
@@ -53,313 +49,7 @@ from sacbench.tags import (
     loss_tag,
 )
 
-LOG_STD_MIN = -5.0
-LOG_STD_MAX = 2.0
-LOG_EVERY = 100  # CleanRL writes losses and SPS every 100 steps once training has started
-
-
-# ==== 1. Networks ================================================================================
-
-
-class SoftQNetwork(nn.Module):
-    """Q(s, a): concat -> 256 -> ReLU -> 256 -> ReLU -> 1."""
-
-    def __init__(self, *, obs_dim: int, action_dim: int) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(obs_dim + action_dim, 256)
-        self.fc2 = nn.Linear(256, 256)
-        self.fc3 = nn.Linear(256, 1)
-
-    def forward(self, observations: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        x = torch.cat([observations, actions], dim=1)
-        x = F.relu(self.fc1(x))
-        x = F.relu(self.fc2(x))
-        return self.fc3(x)
-
-
-class Actor(nn.Module):
-    """256 -> ReLU -> 256 -> ReLU -> (mean, log_std) of a tanh-squashed Gaussian."""
-
-    def __init__(self, *, obs_dim: int, action_low: np.ndarray, action_high: np.ndarray) -> None:
-        super().__init__()
-        action_dim = len(action_low)
-        self.fc1 = nn.Linear(obs_dim, 256)
-        self.fc2 = nn.Linear(256, 256)
-        self.fc_mean = nn.Linear(256, action_dim)
-        self.fc_logstd = nn.Linear(256, action_dim)
-        high = torch.as_tensor(action_high, dtype=torch.float32)
-        low = torch.as_tensor(action_low, dtype=torch.float32)
-        self.register_buffer("action_scale", (high - low) / 2.0)
-        self.register_buffer("action_bias", (high + low) / 2.0)
-
-    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        x = F.relu(self.fc1(observations))
-        x = F.relu(self.fc2(x))
-        return self.fc_mean(x), squash_log_std(self.fc_logstd(x))
-
-
-def squash_log_std(raw: torch.Tensor) -> torch.Tensor:
-    """Map an unbounded head output into [LOG_STD_MIN, LOG_STD_MAX] (CleanRL's formula)."""
-    return LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (torch.tanh(raw) + 1)
-
-
-def sample_action(
-    actor: Actor, observations: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(action, log_prob [B, 1], deterministic action), rescaled to the action bounds.
-
-    The log-probability includes the tanh change of variables,
-    log(action_scale * (1 - tanh(x)^2) + 1e-6), summed over action dimensions.
-    """
-    mean, log_std = actor(observations)
-    normal = torch.distributions.Normal(mean, log_std.exp())
-    x_t = normal.rsample()  # reparameterised: gradients flow to mean and log_std
-    y_t = torch.tanh(x_t)
-    action = y_t * actor.action_scale + actor.action_bias
-    log_prob = normal.log_prob(x_t)
-    log_prob = log_prob - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
-    log_prob = log_prob.sum(1, keepdim=True)
-    deterministic = torch.tanh(mean) * actor.action_scale + actor.action_bias
-    return action, log_prob, deterministic
-
-
-# ==== 2. Losses (pure functions) ================================================================
-
-
-def soft_q_target(
-    *,
-    rewards: torch.Tensor,
-    terminations: torch.Tensor,
-    next_q1: torch.Tensor,
-    next_q2: torch.Tensor,
-    next_log_pi: torch.Tensor,
-    alpha: torch.Tensor | float,
-    gamma: float,
-) -> torch.Tensor:
-    """r + gamma * (1 - terminated) * (min(Q1', Q2') - alpha * log_pi'), all shaped [B].
-
-    Only termination stops bootstrapping: a time-limit truncation still bootstraps from the true
-    final observation, which the buffer stores.
-    """
-    min_next_q = torch.minimum(next_q1, next_q2) - alpha * next_log_pi
-    return rewards + (1 - terminations) * gamma * min_next_q
-
-
-def critic_losses(
-    q1: torch.Tensor, q2: torch.Tensor, target: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    return F.mse_loss(q1, target), F.mse_loss(q2, target)
-
-
-def actor_loss_fn(
-    *, alpha: torch.Tensor | float, log_pi: torch.Tensor, min_q_pi: torch.Tensor
-) -> torch.Tensor:
-    return (alpha * log_pi - min_q_pi).mean()
-
-
-def alpha_loss_fn(
-    *, log_alpha: torch.Tensor, log_pi: torch.Tensor, target_entropy: float
-) -> torch.Tensor:
-    """Temperature loss; log_pi must come from the actor *after* its update, without gradient."""
-    return (-log_alpha.exp() * (log_pi + target_entropy)).mean()
-
-
-@torch.no_grad()
-def polyak_update(
-    target_parameters: Iterator[torch.Tensor] | list[torch.Tensor],
-    parameters: Iterator[torch.Tensor] | list[torch.Tensor],
-    *,
-    tau: float,
-) -> None:
-    """target <- tau * online + (1 - tau) * target."""
-    for target, online in zip(target_parameters, parameters, strict=True):
-        target.data.copy_(tau * online.data + (1 - tau) * target.data)
-
-
-# ==== 3. Update paths ===========================================================================
-
-
-@dataclass(frozen=True)
-class UpdateSchedule:
-    """Which updates step `global_step` performs (CleanRL's schedule)."""
-
-    train: bool  # global_step > learning_starts: one critic update
-    actor_updates: int  # policy_frequency actor (+alpha) updates every policy_frequency steps
-    target_update: bool  # every target_network_frequency steps
-    log: bool  # every LOG_EVERY steps once training has started
-
-
-def update_schedule(
-    global_step: int, *, learning_starts: int, policy_frequency: int, target_network_frequency: int
-) -> UpdateSchedule:
-    train = global_step > learning_starts
-    return UpdateSchedule(
-        train=train,
-        actor_updates=policy_frequency if train and global_step % policy_frequency == 0 else 0,
-        target_update=train and global_step % target_network_frequency == 0,
-        log=train and global_step % LOG_EVERY == 0,
-    )
-
-
-class Learner(Protocol):
-    """What the loop needs from an update path."""
-
-    def act(self, observations: torch.Tensor) -> torch.Tensor: ...
-
-    def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]: ...
-
-    def state_dict(self) -> dict[str, Any]: ...
-
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
-class ReferenceLearner:
-    """CleanRL's per-step computation, literally: two critic modules, per-parameter Adam, a
-    separate no-grad actor forward for the alpha loss, alpha read back with .item()."""
-
-    def __init__(
-        self,
-        *,
-        obs_dim: int,
-        action_low: np.ndarray,
-        action_high: np.ndarray,
-        args: Args,
-        device: torch.device,
-    ) -> None:
-        action_dim = len(action_low)
-        self.args = args
-        self.actor = Actor(obs_dim=obs_dim, action_low=action_low, action_high=action_high).to(
-            device
-        )
-        self.qf1 = SoftQNetwork(obs_dim=obs_dim, action_dim=action_dim).to(device)
-        self.qf2 = SoftQNetwork(obs_dim=obs_dim, action_dim=action_dim).to(device)
-        self.qf1_target = SoftQNetwork(obs_dim=obs_dim, action_dim=action_dim).to(device)
-        self.qf2_target = SoftQNetwork(obs_dim=obs_dim, action_dim=action_dim).to(device)
-        self.qf1_target.load_state_dict(self.qf1.state_dict())
-        self.qf2_target.load_state_dict(self.qf2.state_dict())
-        self.q_optimizer = torch.optim.Adam(
-            list(self.qf1.parameters()) + list(self.qf2.parameters()), lr=args.q_lr
-        )
-        self.actor_optimizer = torch.optim.Adam(list(self.actor.parameters()), lr=args.policy_lr)
-        self.target_entropy = -float(action_dim)
-        self.log_alpha = torch.zeros(1, requires_grad=True, device=device)
-        self.alpha_optimizer = torch.optim.Adam([self.log_alpha], lr=args.q_lr)
-        self.alpha = self.log_alpha.exp().item() if args.autotune else args.alpha
-        self.last: dict[str, torch.Tensor] = {}
-
-    @torch.no_grad()
-    def act(self, observations: torch.Tensor) -> torch.Tensor:
-        action, _, _ = sample_action(self.actor, observations)
-        return action
-
-    def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
-        args = self.args
-        with torch.no_grad():
-            next_actions, next_log_pi, _ = sample_action(self.actor, batch.next_observations)
-            next_q1 = self.qf1_target(batch.next_observations, next_actions).view(-1)
-            next_q2 = self.qf2_target(batch.next_observations, next_actions).view(-1)
-            target = soft_q_target(
-                rewards=batch.rewards,
-                terminations=batch.terminations,
-                next_q1=next_q1,
-                next_q2=next_q2,
-                next_log_pi=next_log_pi.view(-1),
-                alpha=self.alpha,
-                gamma=args.gamma,
-            )
-        q1 = self.qf1(batch.observations, batch.actions).view(-1)
-        q2 = self.qf2(batch.observations, batch.actions).view(-1)
-        qf1_loss, qf2_loss = critic_losses(q1, q2, target)
-        qf_loss = qf1_loss + qf2_loss
-        self.q_optimizer.zero_grad()
-        qf_loss.backward()
-        self.q_optimizer.step()
-        self.last.update(
-            qf1_values=q1.mean().detach(),
-            qf2_values=q2.mean().detach(),
-            qf1_loss=qf1_loss.detach(),
-            qf2_loss=qf2_loss.detach(),
-            qf_loss=qf_loss.detach() / 2.0,
-        )
-
-        for _ in range(schedule.actor_updates):
-            pi, log_pi, _ = sample_action(self.actor, batch.observations)
-            min_q_pi = torch.min(self.qf1(batch.observations, pi), self.qf2(batch.observations, pi))
-            actor_loss = actor_loss_fn(alpha=self.alpha, log_pi=log_pi, min_q_pi=min_q_pi)
-            self.actor_optimizer.zero_grad()
-            actor_loss.backward()
-            self.actor_optimizer.step()
-            self.last["actor_loss"] = actor_loss.detach()
-            if args.autotune:
-                with torch.no_grad():
-                    _, log_pi, _ = sample_action(self.actor, batch.observations)
-                alpha_loss = alpha_loss_fn(
-                    log_alpha=self.log_alpha, log_pi=log_pi, target_entropy=self.target_entropy
-                )
-                self.alpha_optimizer.zero_grad()
-                alpha_loss.backward()
-                self.alpha_optimizer.step()
-                self.alpha = self.log_alpha.exp().item()
-                self.last["alpha_loss"] = alpha_loss.detach()
-
-        if schedule.target_update:
-            polyak_update(self.qf1_target.parameters(), self.qf1.parameters(), tau=args.tau)
-            polyak_update(self.qf2_target.parameters(), self.qf2.parameters(), tau=args.tau)
-        self.last["alpha"] = torch.tensor(self.alpha)
-        return self.last
-
-    def state_dict(self) -> dict[str, Any]:
-        return {
-            "path": "reference",
-            "actor": self.actor.state_dict(),
-            "qf1": self.qf1.state_dict(),
-            "qf2": self.qf2.state_dict(),
-            "qf1_target": self.qf1_target.state_dict(),
-            "qf2_target": self.qf2_target.state_dict(),
-            "q_optimizer": self.q_optimizer.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "alpha_optimizer": self.alpha_optimizer.state_dict(),
-            "alpha": self.alpha,
-            "last": dict(self.last),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        for name in ("actor", "qf1", "qf2", "qf1_target", "qf2_target"):
-            getattr(self, name).load_state_dict(state[name])
-        self.q_optimizer.load_state_dict(state["q_optimizer"])
-        self.actor_optimizer.load_state_dict(state["actor_optimizer"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.alpha_optimizer.load_state_dict(state["alpha_optimizer"])
-        self.alpha = state["alpha"]
-        self.last = dict(state["last"])
-
-
-def make_learner(
-    *,
-    args: Args,
-    obs_dim: int,
-    action_low: np.ndarray,
-    action_high: np.ndarray,
-    device: torch.device,
-) -> Learner:
-    if args.update_path == "reference":
-        return ReferenceLearner(
-            obs_dim=obs_dim,
-            action_low=action_low,
-            action_high=action_high,
-            args=args,
-            device=device,
-        )
-    from sacbench.fast import FastLearner
-
-    return FastLearner(
-        obs_dim=obs_dim, action_low=action_low, action_high=action_high, args=args, device=device
-    )
-
-
-# ==== 4. Training loop ==========================================================================
+# ==== 1. Training loop ==========================================================================
 
 
 @dataclass(frozen=True)
@@ -737,7 +427,7 @@ def save_checkpoint(
     return event_files
 
 
-# ==== 5. Command line ===========================================================================
+# ==== 2. Command line ===========================================================================
 
 
 def main(argv: list[str] | None = None) -> int:

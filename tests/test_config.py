@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 import yaml
 
-from sacbench.args import ARG_NAMES, Args
 from sacbench.config import (
     CONFIGURABLE_ARGS,
     MAX_TRAIN_RUNTIME_MINUTES,
@@ -30,6 +29,7 @@ from sacbench.config import (
     validated_config,
 )
 from sacbench.envs import BENCHMARK_ENV_IDS, ENV_SHAPES
+from sacbench.sac.args import ARG_NAMES, Args
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
@@ -192,7 +192,7 @@ def test_trainer_cli_renders_booleans_as_flag_pairs_and_quotes_strings():
 
 def test_trainer_cli_round_trips_through_the_trainer_parser():
     tyro = pytest.importorskip("tyro")
-    from sacbench.args import Args
+    from sacbench.sac.args import Args
 
     config = validated_config(
         {"variants": {"v": {"autotune": False, "policy_lr": 1e-4, "update_path": "reference"}}},

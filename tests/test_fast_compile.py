@@ -9,11 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.adam import adam_step, prepared_adam
-from sacbench.args import Args
-from sacbench.fast import FastLearner
-from sacbench.replay import Batch
-from sacbench.train import update_schedule
+from sacbench.sac.adam import adam_step, prepared_adam
+from sacbench.sac.algorithm import Batch, update_schedule
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
 
 OBS_DIM, ACTION_DIM, BATCH = 5, 2, 16
 LOW = np.array([-1.0, 0.0], dtype=np.float32)

@@ -1,6 +1,6 @@
-"""The hand-written gradients of sacbench.handwritten against torch.autograd, piece by piece.
+"""The hand-written gradients of sacbench.sac.handwritten against torch.autograd, piece by piece.
 
-The autograd side is computed from the reference definitions (sacbench.train.sample_action,
+The autograd side is computed from the reference definitions (sacbench.sac.algorithm.sample_action,
 EnsembleCritic.forward, F.mse_loss), not from the hand-written forward passes, so a wrong
 formula on either side shows up as a mismatch. Both run in float64: near tanh saturation the
 log-probability's gradient is ill-conditioned, and float32 rounding would hide small errors
@@ -14,17 +14,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from sacbench.fast import EnsembleCritic
-from sacbench.handwritten import (
+from sacbench.sac.algorithm import Actor, sample_action
+from sacbench.sac.ensemble import EnsembleCritic
+from sacbench.sac.handwritten import (
     critic_forward,
     critic_inputs,
     critic_loss_gradients,
     min_critic_action_gradient,
-    policy_forward,
     policy_gradients,
-    squashed_sample,
 )
-from sacbench.train import Actor, sample_action
+from sacbench.sac.policy import policy_forward, squashed_sample
 
 OBS_DIM, ACTION_DIM, BATCH = 7, 3, 48
 LOW = np.array([-1.0, -0.5, 0.0], dtype=np.float32)

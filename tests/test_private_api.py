@@ -27,7 +27,7 @@ def test_a_dropped_api_is_reported_with_the_package_version(monkeypatch):
     (problem,) = private_api.missing()
     assert problem.startswith("torch._fused_adam_")
     assert f"torch {torch.__version__}" in problem
-    assert "sacbench.adam" in problem and "sacbench.private_api.fused_adam_" in problem
+    assert "sacbench.sac.adam" in problem and "sacbench.private_api.fused_adam_" in problem
 
 
 def test_fused_adam_matches_torch_fused_adam_over_several_steps():

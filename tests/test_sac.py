@@ -9,22 +9,23 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.args import Args
 from sacbench.envs import make_env
-from sacbench.fast import FastLearner, sample_action_fast
-from sacbench.replay import Batch
-from sacbench.train import (
+from sacbench.sac.algorithm import (
     LOG_STD_MAX,
     LOG_STD_MIN,
     Actor,
-    ReferenceLearner,
+    Batch,
     polyak_update,
     sample_action,
     soft_q_target,
     squash_log_std,
-    step_env,
     update_schedule,
 )
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.policy import sample_action_fast
+from sacbench.sac.reference_learner import ReferenceLearner
+from sacbench.train import step_env
 
 OBS_DIM, ACTION_DIM, BATCH = 11, 3, 32
 LOW = np.array([-1.0, -0.5, 0.0], dtype=np.float32)

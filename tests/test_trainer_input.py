@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.args import Args, validate_args
 from sacbench.envs import BENCHMARK_ENV_IDS, ENV_SHAPES, EnvError, check_env_id, make_env
 from sacbench.replay import ReplayBuffer
 from sacbench.run_dir import KILL_POINT_VARIABLE, RunDir, RunDirError
-from sacbench.train import Actor, main, make_learner, seed_everything, train
+from sacbench.sac.algorithm import Actor
+from sacbench.sac.args import Args, validate_args
+from sacbench.sac.learners import make_learner
+from sacbench.train import main, seed_everything, train
 from tests.trainer_runs import run_trainer
 
 CPU = torch.device("cpu")

@@ -1,6 +1,6 @@
 """Adam as torch.optim.Adam(fused=True) computes it, stepped with gradients handed over directly.
 
-Both fast update formulations (sacbench.fast with autograd, sacbench.handwritten without) get
+Both fast update formulations (sacbench.sac.autograd, sacbench.sac.handwritten) get
 their gradients as tuples rather than in .grad, and skip Optimizer.step's per-call bookkeeping
 (hooks, grouping by device, reading .grad), which costs more than the kernel for networks this
 small. The optimizers stay torch.optim.Adam objects, so their state_dict is torch's own.

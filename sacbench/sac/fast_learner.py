@@ -1,10 +1,10 @@
 """The fast update path: the same SAC mathematics as the reference path, computed with less work.
 
 The networks and optimizers live here (FastLearner); each step's gradients come from one of two
-formulations over that same state: written out by hand (sacbench.handwritten, the default), or
-the loss functions of this module through torch.autograd (what --compile compiles).
+formulations over that same state: written out by hand (sacbench.sac.handwritten, the default), or
+the loss functions of sacbench.sac.autograd through torch.autograd (what --compile compiles).
 
-What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner), and why
+What differs from CleanRL's literal computation (sacbench.sac.reference_learner), and why
 (docs/performance.md has the measurement behind each choice):
 - both critics (and both targets) are one ensemble whose weights are stacked along a leading
   member axis, so each hidden layer is one batched matrix multiply and one backward pass;
@@ -16,7 +16,7 @@ What differs from CleanRL's literal computation (sacbench.train.ReferenceLearner
   actions only instead of for the whole concatenated input;
 - the log-probability of the squashed Gaussian is written out (no Distribution object) from the
   same standard-normal draw, so the random stream is consumed exactly as in the reference path;
-- gradients go straight into the fused Adam kernel (sacbench.adam), skipping torch.optim's
+- gradients go straight into the fused Adam kernel (sacbench.sac.adam), skipping torch.optim's
   per-call bookkeeping; the temperature's gradient is written out (d/dlog_alpha of
   -exp(log_alpha) * c is the loss itself), so it needs no graph;
 - with policy_frequency > 1, the forward pass of the updated actor that the alpha loss needs is
@@ -34,166 +34,16 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
-import torch.nn as nn
 
 from sacbench import private_api
-from sacbench.adam import adam_step, create_missing_adam_state, prepared_adam
-from sacbench.args import Args
-from sacbench.handwritten import handwritten_update, policy_forward, squashed_sample
-from sacbench.replay import Batch
-from sacbench.train import (
-    Actor,
-    ReferenceLearner,
-    UpdateSchedule,
-    actor_loss_fn,
-    alpha_loss_fn,
-    soft_q_target,
-)
-
-
-class EnsembleCritic(nn.Module):
-    """`members` Q-networks (concat -> 256 -> ReLU -> 256 -> ReLU -> 1) evaluated together.
-
-    Weights are stored [members, in, out] and biases [members, 1, out]; forward returns Q-values
-    shaped [members, B].
-    """
-
-    def __init__(self, *, obs_dim: int, action_dim: int, members: int = 2, hidden: int = 256):
-        super().__init__()
-        self.obs_dim = obs_dim
-        sizes = [(obs_dim + action_dim, hidden), (hidden, hidden), (hidden, 1)]
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
-        for fan_in, fan_out in sizes:
-            # nn.Linear's own initialisation, one member at a time, stored as [in, out].
-            layers = [nn.Linear(fan_in, fan_out) for _ in range(members)]
-            self.weights.append(
-                nn.Parameter(torch.stack([lay.weight.T for lay in layers]).detach())
-            )
-            self.biases.append(
-                nn.Parameter(torch.stack([lay.bias[None, :] for lay in layers]).detach())
-            )
-
-    def forward(
-        self,
-        observations: torch.Tensor,
-        actions: torch.Tensor,
-        *,
-        detach_weights: bool = False,
-        observation_part: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Q-values [members, B]. `observation_part` (from `observation_part`, with detached
-        weights) replaces the first layer's observation product when the caller reuses it."""
-        (w1, w2, w3), (b1, b2, b3) = list(self.weights), list(self.biases)
-        if detach_weights:
-            w1, w2, w3, b1, b2, b3 = (t.detach() for t in (w1, w2, w3, b1, b2, b3))
-        members = w1.shape[0]
-        batch = observations.shape[0]
-        if actions.requires_grad:
-            # Two products instead of one on the concatenated input: backward then needs the
-            # input gradient of the action part only ([B, action_dim], not [B, obs+action]).
-            h = (
-                observation_part
-                if observation_part is not None
-                else self.observation_part(observations, detach_weights=detach_weights)
-            )
-            h = torch.baddbmm(h, actions.expand(members, *actions.shape), w1[:, self.obs_dim :])
-        else:
-            x = torch.cat([observations, actions], dim=1)
-            h = torch.baddbmm(b1, x.expand(members, *x.shape), w1)
-        h = torch.baddbmm(b2, h.relu_(), w2).relu_()
-        # Output layer as multiply + sum: a batched product with one output column is slow.
-        return (h * w3.transpose(1, 2)).sum(-1) + b3.view(members, 1).expand(members, batch)
-
-    def observation_part(
-        self, observations: torch.Tensor, *, detach_weights: bool = False
-    ) -> torch.Tensor:
-        """The first layer's bias plus its observation product, [members, B, hidden]."""
-        w1, b1 = self.weights[0], self.biases[0]
-        if detach_weights:
-            w1, b1 = w1.detach(), b1.detach()
-        members = w1.shape[0]
-        return torch.baddbmm(
-            b1, observations.expand(members, *observations.shape), w1[:, : self.obs_dim]
-        )
-
-    @torch.no_grad()
-    def load_from_pair(self, first: nn.Module, second: nn.Module) -> None:
-        """Copy two sacbench.train.SoftQNetwork modules into members 0 and 1."""
-        for layer_index, name in enumerate(("fc1", "fc2", "fc3")):
-            for member, network in enumerate((first, second)):
-                linear = getattr(network, name)
-                self.weights[layer_index][member].copy_(linear.weight.T)
-                self.biases[layer_index][member].copy_(linear.bias[None, :])
-
-
-def policy_outputs(actor: Actor, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, log_std): sacbench.train.Actor.forward, recorded by autograd when it is enabled."""
-    policy = policy_forward(actor, observations)
-    return policy.mean, policy.log_std
-
-
-def sample_action_fast(
-    actor: Actor, observations: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(action, log_prob [B, 1]) - the same draw and value as sacbench.train.sample_action."""
-    policy = policy_forward(actor, observations)
-    sample = squashed_sample(actor, policy.mean, policy.log_std)
-    return sample.action, sample.log_prob
-
-
-def critic_step_losses(
-    *,
-    actor: Actor,
-    critic: EnsembleCritic,
-    target_critic: EnsembleCritic,
-    observations: torch.Tensor,
-    actions: torch.Tensor,
-    next_observations: torch.Tensor,
-    rewards: torch.Tensor,
-    terminations: torch.Tensor,
-    alpha: torch.Tensor | float,
-    gamma: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(summed critic loss to backpropagate, [5] detached metrics: q1, q2, l1, l2, l/2)."""
-    with torch.no_grad():
-        next_actions, next_log_pi = sample_action_fast(actor, next_observations)
-        next_q = target_critic(next_observations, next_actions)
-        target = soft_q_target(
-            rewards=rewards,
-            terminations=terminations,
-            next_q1=next_q[0],
-            next_q2=next_q[1],
-            next_log_pi=next_log_pi.view(-1),
-            alpha=alpha,
-            gamma=gamma,
-        )
-    q = critic(observations, actions)
-    per_member = (q - target).pow(2).mean(dim=1)
-    loss = per_member.sum()
-    metrics = torch.stack(
-        [q[0].mean(), q[1].mean(), per_member[0], per_member[1], loss / 2.0]
-    ).detach()
-    return loss, metrics
-
-
-def actor_step_loss(
-    *,
-    actor: Actor,
-    critic: EnsembleCritic,
-    observations: torch.Tensor,
-    mean: torch.Tensor,
-    log_std: torch.Tensor,
-    alpha: torch.Tensor | float,
-    observation_part: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """The actor loss, given the actor's (mean, log_std) on `observations` (with their graph)."""
-    sample = squashed_sample(actor, mean, log_std)
-    pi, log_pi = sample.action, sample.log_prob
-    q_pi = critic(observations, pi, detach_weights=True, observation_part=observation_part)
-    min_q_pi = q_pi.min(dim=0).values
-    return actor_loss_fn(alpha=alpha, log_pi=log_pi, min_q_pi=min_q_pi.view(-1, 1))
-
+from sacbench.sac.adam import adam_step, create_missing_adam_state, prepared_adam
+from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule, alpha_loss_fn
+from sacbench.sac.args import Args
+from sacbench.sac.autograd import actor_step_loss, critic_step_losses
+from sacbench.sac.ensemble import EnsembleCritic
+from sacbench.sac.handwritten import handwritten_update
+from sacbench.sac.policy import policy_outputs, sample_action_fast, squashed_sample
+from sacbench.sac.reference_learner import ReferenceLearner
 
 Gradients = Literal["handwritten", "autograd"]
 
@@ -202,10 +52,10 @@ class FastLearner:
     """The fast path's networks and optimizers, and one step's updates on them.
 
     `gradients` picks how the update's gradients are computed, over the same state:
-    "handwritten" (sacbench.handwritten, the default in eager mode: no autograd graph, and
+    "handwritten" (sacbench.sac.handwritten, the default in eager mode: no autograd graph, and
     the actor loss backpropagated through each sample's smaller critic only) or "autograd"
-    (the loss functions of this module through torch.autograd.grad; what --compile compiles,
-    since the handwritten form gathers rows by data-dependent counts).
+    (the loss functions of sacbench.sac.autograd through torch.autograd.grad; what --compile
+    compiles, since the handwritten form gathers rows by data-dependent counts).
     """
 
     def __init__(
