@@ -70,15 +70,11 @@ LONG_MARK = re.compile(r"#\s*long:\s*\S")
 
 # What is still wrong, each as the tests below name it. Delete an entry once it is fixed.
 KNOWN_VIOLATIONS: set[str] = {
-    # Type-only: handwritten_update still takes the learner it mutates, until the formulations
-    # are pure functions of state and batch.
-    "import cycle: sacbench.sac.fast_learner, sacbench.sac.handwritten",
     "long function: sacbench.tables.aggregate_table",
     "long function: sacbench.tables.returns_table",
     "long function: sacbench.tables.runtimes_table",
     "long function: sacbench.train._training_session",
     "long function: sacbench.train.train",
-    "long function: sacbench.sac.fast_learner.FastLearner.update",
 }
 
 

@@ -3,6 +3,8 @@
 The networks and optimizers live here (FastLearner); each step's gradients come from one of two
 formulations over that same state: written out by hand (sacbench.sac.handwritten, the default), or
 the loss functions of sacbench.sac.autograd through torch.autograd (what --compile compiles).
+Both are side-effect-free (sacbench.sac.formulation): they return gradients and metrics, and
+FastLearner alone steps the optimizers and assigns alpha, in one update loop shared by both.
 
 What differs from CleanRL's literal computation (sacbench.sac.reference_learner), and why
 (docs/performance.md has the measurement behind each choice):
@@ -30,19 +32,21 @@ What differs from CleanRL's literal computation (sacbench.sac.reference_learner)
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Literal, get_args
 
 import numpy as np
 import torch
 
 from sacbench import private_api
+from sacbench.sac import handwritten
 from sacbench.sac.adam import adam_step, create_missing_adam_state, prepared_adam
-from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule, alpha_loss_fn
+from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule
 from sacbench.sac.args import Args
-from sacbench.sac.autograd import actor_step_loss, critic_step_losses
+from sacbench.sac.autograd import AutogradFormulation
 from sacbench.sac.ensemble import EnsembleCritic
-from sacbench.sac.handwritten import handwritten_update
-from sacbench.sac.policy import policy_outputs, sample_action_fast, squashed_sample
+from sacbench.sac.formulation import FastNetworks, Formulation
+from sacbench.sac.policy import sample_action_fast
 from sacbench.sac.reference_learner import ReferenceLearner
 
 Gradients = Literal["handwritten", "autograd"]
@@ -97,15 +101,20 @@ class FastLearner:
             self.log_alpha.detach().exp() if args.autotune else args.alpha
         )
         self.last: dict[str, torch.Tensor] = {}
-        self._critic_losses = critic_step_losses
-        self._actor_loss = actor_step_loss
-        if args.compile:
-            # Inductor's own random kernels would draw other numbers than eager mode; falling
-            # back to eager randn keeps the random stream, and so the run, identical.
-            private_api.eager_random_in_compiled_code()
-            mode = "reduce-overhead" if args.cudagraphs and device.type == "cuda" else None
-            self._critic_losses = torch.compile(critic_step_losses, mode=mode)
-            self._actor_loss = torch.compile(actor_step_loss, mode=mode)
+        self.networks = FastNetworks(
+            actor=self.actor,
+            critic=self.critic,
+            target_critic=self.target_critic,
+            critic_parameters=self._critic_parameters,
+            actor_parameters=self._actor_parameters,
+        )
+        self.formulation: Formulation = (
+            handwritten
+            if gradients == "handwritten"
+            else AutogradFormulation(
+                compile=args.compile, cudagraphs=args.cudagraphs, device=device
+            )
+        )
 
     @classmethod
     def from_reference(
@@ -139,72 +148,44 @@ class FastLearner:
         return action
 
     def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
-        if self.gradients == "handwritten":
-            handwritten_update(self, batch, schedule)
-            return self.metrics()
-        args = self.args
-        qf_loss, metrics = self._critic_losses(
-            actor=self.actor,
-            critic=self.critic,
-            target_critic=self.target_critic,
-            observations=batch.observations,
-            actions=batch.actions,
-            next_observations=batch.next_observations,
-            rewards=batch.rewards,
-            terminations=batch.terminations,
-            alpha=self.alpha,
-            gamma=args.gamma,
+        """One step's updates: the critics, the scheduled actor (and alpha) updates, the targets.
+        The formulation computes the gradients; only this class applies them."""
+        gradients, metrics = self.formulation.critic_gradients(
+            self.networks, batch, alpha=self.alpha, gamma=self.args.gamma
         )
-        adam_step(self.q_optimizer, torch.autograd.grad(qf_loss, self._critic_parameters))
+        adam_step(self.q_optimizer, gradients)
         self.last["critic_metrics"] = metrics
-
-        observations = batch.observations
-        policy: tuple[torch.Tensor, torch.Tensor] | None = None
-        # The critics do not change during the actor updates, so neither does their first
-        # layer's product with the observations: computed once for all of them.
-        observation_part = (
-            self.critic.observation_part(observations, detach_weights=True)
-            if schedule.actor_updates > 1
-            else None
-        )
-        for actor_update in range(schedule.actor_updates):
-            mean, log_std = (
-                policy if policy is not None else policy_outputs(self.actor, observations)
-            )
-            actor_loss = self._actor_loss(
-                actor=self.actor,
-                critic=self.critic,
-                observations=observations,
-                mean=mean,
-                log_std=log_std,
-                alpha=self.alpha,
-                observation_part=observation_part,
-            )
-            adam_step(self.actor_optimizer, torch.autograd.grad(actor_loss, self._actor_parameters))
-            self.last["actor_loss"] = actor_loss.detach()
-            policy = None
-            if args.autotune:
-                # The alpha loss needs the updated actor's output on these observations; unless
-                # this was the last actor update, the next one starts from the same output, so
-                # record its graph once here.
-                another_follows = actor_update + 1 < schedule.actor_updates
-                with torch.set_grad_enabled(another_follows):
-                    mean, log_std = policy_outputs(self.actor, observations)
-                if another_follows:
-                    policy = (mean, log_std)
-                with torch.no_grad():
-                    log_pi = squashed_sample(self.actor, mean.detach(), log_std.detach()).log_prob
-                    alpha_loss = alpha_loss_fn(
-                        log_alpha=self.log_alpha, log_pi=log_pi, target_entropy=self.target_entropy
-                    )
-                    # d/dlog_alpha of mean(-exp(log_alpha) * c) is that same mean: the loss.
-                    adam_step(self.alpha_optimizer, (alpha_loss.reshape(1),))
-                    self.alpha = self.log_alpha.detach().exp()
-                self.last["alpha_loss"] = alpha_loss
-
+        if schedule.actor_updates:
+            self._actor_and_alpha_updates(batch.observations, count=schedule.actor_updates)
         if schedule.target_update:
             self.update_targets()
         return self.metrics()
+
+    def _actor_and_alpha_updates(self, observations: torch.Tensor, *, count: int) -> None:
+        """`count` actor updates, each followed by its alpha update when alpha is tuned."""
+        formulation, networks = self.formulation, self.networks
+        actor_pass = formulation.begin_actor_updates(networks, observations, count=count)
+        for update in range(count):
+            gradients, actor_loss = formulation.actor_gradients(
+                networks, observations, actor_pass, alpha=self.alpha
+            )
+            adam_step(self.actor_optimizer, gradients)
+            self.last["actor_loss"] = actor_loss
+            another_follows = update + 1 < count
+            if not (self.args.autotune or another_follows):
+                break
+            # The updated actor's output on these observations: for the alpha loss, and the
+            # forward pass of the next actor update (the actor does not change in between).
+            policy = formulation.updated_policy(networks, observations, keep_graph=another_follows)
+            actor_pass = dataclasses.replace(actor_pass, policy=policy if another_follows else None)
+            if self.args.autotune:
+                alpha_loss = formulation.alpha_loss(
+                    networks, policy, log_alpha=self.log_alpha, target_entropy=self.target_entropy
+                )
+                # d/dlog_alpha of mean(-exp(log_alpha) * c) is that same mean: the loss.
+                adam_step(self.alpha_optimizer, (alpha_loss.reshape(1),))
+                self.alpha = self.log_alpha.detach().exp()
+                self.last["alpha_loss"] = alpha_loss
 
     @torch.no_grad()
     def update_targets(self) -> None:

@@ -16,13 +16,13 @@ tests/test_sac.py whole updates against the reference path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import cast
 
 import torch
 
 from sacbench.private_api import relu_backward, relu_backward_
-from sacbench.sac.adam import adam_step
-from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule, alpha_loss_fn, soft_q_target
+from sacbench.sac.algorithm import Actor, Batch, alpha_loss_fn, soft_q_target
+from sacbench.sac.formulation import ActorPass, FastNetworks, Policy
 from sacbench.sac.policy import (
     LOG_STD_HALF_RANGE,
     PolicyForward,
@@ -30,9 +30,6 @@ from sacbench.sac.policy import (
     policy_forward,
     squashed_sample,
 )
-
-if TYPE_CHECKING:
-    from sacbench.sac.fast_learner import FastLearner
 
 
 def policy_gradients(
@@ -164,15 +161,18 @@ def min_critic_action_gradient(
     return min_q, action_gradient_t.t()
 
 
-@torch.no_grad()
-def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSchedule) -> None:
-    """One step's updates (critics, then the scheduled actor and alpha updates, then the
-    targets) on `learner`'s networks and optimizers, with the gradients written out."""
-    args = learner.args
-    actor, critic, target_critic = learner.actor, learner.critic, learner.target_critic
-    observations = batch.observations
-    members = critic.weights[0].shape[0]
+# ---- the formulation (sacbench.sac.formulation.Formulation), as module functions ---------------
+# Each reads the networks and returns gradients, metrics or forward caches; FastLearner applies
+# them. Random draws: one standard-normal draw per squashed_sample call, in CleanRL's order.
 
+
+@torch.no_grad()
+def critic_gradients(
+    nets: FastNetworks, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The critics' gradients and [5] metrics; draws the next actions (one normal draw)."""
+    actor, critic, target_critic = nets.actor, nets.critic, nets.target_critic
+    members = critic.weights[0].shape[0]
     next_policy = policy_forward(actor, batch.next_observations)
     next_sample = squashed_sample(actor, next_policy.mean, next_policy.log_std)
     next_q = critic_values(target_critic, batch.next_observations, next_sample.action).q
@@ -182,70 +182,76 @@ def handwritten_update(learner: FastLearner, batch: Batch, schedule: UpdateSched
         next_q1=next_q[0],
         next_q2=next_q[1],
         next_log_pi=next_sample.log_prob.view(-1),
-        alpha=learner.alpha,
-        gamma=args.gamma,
+        alpha=alpha,
+        gamma=gamma,
     )
-    inputs = critic_inputs(observations, batch.actions, members)
+    inputs = critic_inputs(batch.observations, batch.actions, members)
     forward = critic_forward(critic, torch.baddbmm(critic.biases[0], inputs, critic.weights[0]))
-    gradients, metrics = critic_loss_gradients(critic, inputs, forward, targets)
-    adam_step(learner.q_optimizer, gradients)
-    learner.last["critic_metrics"] = metrics
-
-    if schedule.actor_updates:
-        _actor_and_alpha_updates(learner, observations, count=schedule.actor_updates)
-
-    if schedule.target_update:
-        learner.update_targets()
+    return critic_loss_gradients(critic, inputs, forward, targets)
 
 
-def _actor_and_alpha_updates(
-    learner: FastLearner, observations: torch.Tensor, *, count: int
-) -> None:
-    """`count` actor updates, each followed by its alpha update when alpha is tuned."""
-    actor, critic = learner.actor, learner.critic
+@torch.no_grad()
+def begin_actor_updates(nets: FastNetworks, observations: torch.Tensor, *, count: int) -> ActorPass:
+    """The actor's forward pass for the first actor update, and the critics' first-layer product
+    with the observations, computed once: the critics do not change during the actor updates."""
+    return ActorPass(
+        policy_forward(nets.actor, observations), nets.critic.observation_part(observations)
+    )
+
+
+@torch.no_grad()
+def actor_gradients(
+    nets: FastNetworks,
+    observations: torch.Tensor,
+    actor_pass: ActorPass,
+    *,
+    alpha: torch.Tensor | float,
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    """The actor's gradients and loss, backpropagated through each sample's smaller critic;
+    draws the actions (one normal draw)."""
+    actor, critic = nets.actor, nets.critic
     members, action_dim = critic.weights[0].shape[0], actor.fc_mean.out_features
     batch_size = observations.shape[0]
-    # The critics do not change during the actor updates: their first layer's product with
-    # the observations is computed once.
-    observation_part = critic.observation_part(observations)
-    policy = policy_forward(actor, observations)
-    for update in range(count):
-        sample = squashed_sample(actor, policy.mean, policy.log_std)
-        first_layer = torch.baddbmm(
-            observation_part,
-            sample.action.expand(members, *sample.action.shape),
-            critic.weights[0][:, -action_dim:],
-        )
-        # actor loss = mean_b(alpha * log_pi_b - min_q_b)
-        min_q, action_gradient = min_critic_action_gradient(
-            critic,
-            critic_forward(critic, first_layer),
-            action_dim=action_dim,
-            scale=-1.0 / batch_size,
-        )
-        alpha = learner.alpha
-        learner.last["actor_loss"] = (alpha * sample.log_prob.view(-1) - min_q).mean()
-        adam_step(
-            learner.actor_optimizer,
-            policy_gradients(
-                actor,
-                policy,
-                sample,
-                action_gradient=action_gradient,
-                log_prob_gradient=alpha / batch_size,
-            ),
-        )
-        if not learner.args.autotune and update + 1 == count:
-            break
-        # The updated actor's output on these observations: for the alpha loss, and the
-        # forward pass of the next actor update (the actor does not change in between).
-        policy = policy_forward(actor, observations)
-        if learner.args.autotune:
-            log_pi = squashed_sample(actor, policy.mean, policy.log_std).log_prob
-            alpha_loss = alpha_loss_fn(
-                log_alpha=learner.log_alpha, log_pi=log_pi, target_entropy=learner.target_entropy
-            )
-            # d/dlog_alpha of mean(-exp(log_alpha) * c) is that same mean: the loss.
-            adam_step(learner.alpha_optimizer, (alpha_loss.reshape(1),))
-            learner.alpha = learner.log_alpha.detach().exp()
-            learner.last["alpha_loss"] = alpha_loss
+    # begin_actor_updates and updated_policy of this module fill both fields.
+    policy = cast(PolicyForward, actor_pass.policy)
+    sample = squashed_sample(actor, policy.mean, policy.log_std)
+    first_layer = torch.baddbmm(
+        cast(torch.Tensor, actor_pass.observation_part),
+        sample.action.expand(members, *sample.action.shape),
+        critic.weights[0][:, -action_dim:],
+    )
+    # actor loss = mean_b(alpha * log_pi_b - min_q_b)
+    min_q, action_gradient = min_critic_action_gradient(
+        critic,
+        critic_forward(critic, first_layer),
+        action_dim=action_dim,
+        scale=-1.0 / batch_size,
+    )
+    actor_loss = (alpha * sample.log_prob.view(-1) - min_q).mean()
+    gradients = policy_gradients(
+        actor,
+        policy,
+        sample,
+        action_gradient=action_gradient,
+        log_prob_gradient=alpha / batch_size,
+    )
+    return gradients, actor_loss
+
+
+@torch.no_grad()
+def updated_policy(
+    nets: FastNetworks, observations: torch.Tensor, *, keep_graph: bool
+) -> PolicyForward:
+    """The updated actor's output: for the alpha loss, and the forward pass of the next actor
+    update (the actor does not change in between). No graph is ever needed here."""
+    return policy_forward(nets.actor, observations)
+
+
+@torch.no_grad()
+def alpha_loss(
+    nets: FastNetworks, policy: Policy, *, log_alpha: torch.Tensor, target_entropy: float
+) -> torch.Tensor:
+    """The temperature loss on the updated actor's actions (one normal draw)."""
+    forward = cast(PolicyForward, policy)  # from this module's updated_policy
+    log_pi = squashed_sample(nets.actor, forward.mean, forward.log_std).log_prob
+    return alpha_loss_fn(log_alpha=log_alpha, log_pi=log_pi, target_entropy=target_entropy)

@@ -73,13 +73,6 @@ def squashed_sample(actor: Actor, mean: torch.Tensor, log_std: torch.Tensor) -> 
     return SquashedSample(action, log_prob, noise, std, squashed, one_minus_squared, jacobian)
 
 
-def policy_outputs(actor: Actor, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, log_std): sacbench.sac.algorithm.Actor.forward, recorded by autograd when it is
-    enabled."""
-    policy = policy_forward(actor, observations)
-    return policy.mean, policy.log_std
-
-
 def sample_action_fast(
     actor: Actor, observations: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
