@@ -23,8 +23,9 @@ from synthetic_runs import (
     write_extracted,
 )
 
-from sacbench import plots, published
-from sacbench.tables import RunSet, Selection, load_runs
+from sacbench import published
+from sacbench.results import plots
+from sacbench.results.tables import RunSet, Selection, load_runs
 
 # Four tasks: the 3-column grid needs a second row with two empty slots removed.
 ENV_IDS = ("Hopper-v4", "HalfCheetah-v4", "Walker2d-v4", "MyTask-v0")
@@ -225,7 +226,7 @@ def test_plots_choose_agg_whatever_backend_the_environment_names() -> None:
     # interactive backend by Agg, so the environment names a non-interactive one, which it keeps.
     environment = {name: value for name, value in os.environ.items() if name != "DISPLAY"}
     environment["MPLBACKEND"] = "pdf"
-    code = "import matplotlib, sacbench.plots; print(matplotlib.get_backend())"
+    code = "import matplotlib, sacbench.results.plots; print(matplotlib.get_backend())"
     done = subprocess.run(
         [sys.executable, "-c", code], env=environment, capture_output=True, text=True, timeout=120
     )

@@ -19,8 +19,8 @@ from synthetic_runs import (
     write_run_dir,
 )
 
-from sacbench.report import main
-from sacbench.tables import read_extracted_csv
+from sacbench.results.cli import main
+from sacbench.results.tables import read_extracted_csv
 
 
 @pytest.fixture(scope="module")

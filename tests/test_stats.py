@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sacbench import stats
+from sacbench.results import stats
 
 
 def rng(label: str = "test") -> np.random.Generator:

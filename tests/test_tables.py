@@ -24,7 +24,7 @@ from synthetic_runs import (
 from tensorboard.backend.event_processing import event_accumulator
 
 from sacbench import published
-from sacbench.tables import (
+from sacbench.results.tables import (
     ResultsInputError,
     Run,
     RunSet,

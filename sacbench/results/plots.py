@@ -22,7 +22,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import published  # noqa: E402
-from sacbench.tables import Run, RunSet  # noqa: E402
+from sacbench.results.tables import Run, RunSet  # noqa: E402
 from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG  # noqa: E402
 
 COLUMNS = 3

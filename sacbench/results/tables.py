@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 from tabulate import DataRow, TableFormat, tabulate
 
-from sacbench import published, stats
+from sacbench import published
 from sacbench.events import SCALAR_COLUMNS
+from sacbench.results import stats
 from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
 
 # openrlbenchmark (via expt's AGGREGATE_MEAN_LAST(0.1)) averages this fraction of the last rows.
