@@ -227,7 +227,7 @@ def write_extracted(
     extracted_dir: Path, runs_dir: Path, run: SyntheticRun, *, variant: str
 ) -> Path:
     """Write a run dir under ``runs_dir`` and extract it to {variant}/{env_id}/{seed}.csv."""
-    from sacbench.results.cli import extract_run
+    from sacbench.results.extract import extract_run
 
     run_dir = write_run_dir(runs_dir / variant / run.env_id / str(run.seed), run, variant=variant)
     output = extracted_dir / variant / run.env_id / f"{run.seed}.csv"

@@ -66,9 +66,6 @@ LONG_MARK = re.compile(r"#\s*long:\s*\S")
 
 # What is still wrong, each as the tests below name it. Delete an entry once it is fixed.
 KNOWN_VIOLATIONS: set[str] = {
-    "long function: sacbench.results.tables.aggregate_table",
-    "long function: sacbench.results.tables.returns_table",
-    "long function: sacbench.results.tables.runtimes_table",
     "long function: sacbench.train._training_session",
     "long function: sacbench.train.train",
 }

@@ -25,7 +25,7 @@ from synthetic_runs import (
 
 from sacbench import published
 from sacbench.results import plots
-from sacbench.results.tables import RunSet, Selection, load_runs
+from sacbench.results.runs import RunSet, Selection, load_runs
 
 # Four tasks: the 3-column grid needs a second row with two empty slots removed.
 ENV_IDS = ("Hopper-v4", "HalfCheetah-v4", "Walker2d-v4", "MyTask-v0")
@@ -269,11 +269,11 @@ def test_return_curves_are_the_seed_mean_and_name_the_published_return(runset: R
         # Runs of 2,000 steps keep their own y range; the off-scale value is in the title, and
         # no line is drawn (nor put in the legend) outside the axes.
         assert hopper.get_ylim()[1] < published.PR424["Hopper-v4"].return_mean
-        assert not _lines(hopper, "reference:")
+        assert not _lines(hopper, "published:")
         assert hopper.get_title(loc="right") == "pr-424: 2,310.46 (above ↑)"
         assert plots.PUBLISHED_LINE_LABEL not in _legend_labels(figure)
         # A task outside pr-424 gets neither.
-        assert not _lines(figure.axes[3], "reference:")
+        assert not _lines(figure.axes[3], "published:")
         assert figure.axes[3].get_title(loc="right") == ""
         assert "no smoothing" in figure.get_suptitle()
     finally:
@@ -288,7 +288,7 @@ def test_published_return_inside_a_short_runs_range_is_drawn_without_widening_it
         pendulum, pusher, hopper = figure.axes
         for axis, env_id in ((pendulum, "InvertedPendulum-v4"), (pusher, "Pusher-v4")):
             value = published.PR424[env_id].return_mean
-            (line,) = _lines(axis, "reference:")["pr-424"]
+            (line,) = _lines(axis, "published:")["pr-424"]
             assert line.get_ydata()[0] == value
             assert axis.get_title(loc="right").endswith("(dashed)")
             # The limits are those of the curves and bands: the line did not stretch them.
@@ -299,7 +299,7 @@ def test_published_return_inside_a_short_runs_range_is_drawn_without_widening_it
             low, high = axis.get_ylim()
             assert low > data.min() - 0.1 * np.ptp(data)
             assert high < data.max() + 0.1 * np.ptp(data)
-        assert not _lines(hopper, "reference:")
+        assert not _lines(hopper, "published:")
         assert plots.PUBLISHED_LINE_LABEL in _legend_labels(figure)
     finally:
         plt.close(figure)
@@ -310,7 +310,7 @@ def test_published_return_is_always_drawn_for_long_runs(long_runset: RunSet) -> 
     try:
         (axis,) = figure.axes
         value = published.PR424["Hopper-v4"].return_mean
-        assert _lines(axis, "reference:")
+        assert _lines(axis, "published:")
         low, high = axis.get_ylim()
         assert low < value < high  # far above the curves, but these runs are comparable
         assert axis.get_title(loc="right") == "pr-424: 2,310.46 (dashed)"

@@ -20,7 +20,7 @@ from synthetic_runs import (
 )
 
 from sacbench.results.cli import main
-from sacbench.results.tables import read_extracted_csv
+from sacbench.results.runs import read_extracted_csv
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +142,9 @@ def test_allow_missing_turns_missing_seeds_into_footnotes(extracted: Path, tmp_p
     assert set(table[table.variant != "pr-424"].seeds_requested) == {4}
 
 
+# aggregate takes the same statistics flags as returns; there --last-episodes 0 used to average
+# every episode (pandas' iloc[-0:]) instead of failing.
+@pytest.mark.parametrize("command", ["returns", "aggregate"])
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -150,10 +153,15 @@ def test_allow_missing_turns_missing_seeds_into_footnotes(extracted: Path, tmp_p
     ],
 )
 def test_bad_arguments_are_rejected_before_any_work(
-    extracted: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], arguments, message
+    extracted: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    arguments: list[str],
+    message: str,
 ) -> None:
     md = tmp_path / "sac.md"
-    assert main(["returns", *selection_flags(extracted), "--md", str(md), "--csv",
+    assert main([command, *selection_flags(extracted), "--md", str(md), "--csv",
                  str(tmp_path / "sac.csv"), *arguments]) == 1  # fmt: skip
     assert message in capsys.readouterr().err
     assert not md.exists()

@@ -24,21 +24,17 @@ from synthetic_runs import (
 from tensorboard.backend.event_processing import event_accumulator
 
 from sacbench import published
-from sacbench.results.tables import (
-    ResultsInputError,
-    Run,
-    RunSet,
-    Selection,
-    aggregate_table,
-    duration_text,
-    load_runs,
+from sacbench.results.aggregate import aggregate_table
+from sacbench.results.metrics import (
     projected_minutes,
-    returns_table,
-    runtimes_table,
     steady_sps,
     steady_windows,
     wall_clock_minutes,
 )
+from sacbench.results.render import duration_text
+from sacbench.results.returns import returns_table
+from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection, load_runs
+from sacbench.results.runtimes import runtimes_table
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 SELECTION = Selection(variants=GOLDEN_VARIANTS, env_ids=GOLDEN_ENV_IDS, seeds=GOLDEN_SEEDS)

@@ -17,24 +17,20 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sacbench.atomic import write_atomically
-from sacbench.events import READERS, EventLogError, Reader, event_files, read_run_scalars
+from sacbench.events import READERS, EventLogError
 from sacbench.results import stats
-from sacbench.results.tables import (
-    ResultsInputError,
-    RunSet,
-    Selection,
-    aggregate_table,
-    load_runs,
-    returns_table,
-    runtimes_table,
-)
+from sacbench.results.aggregate import aggregate_table
+from sacbench.results.extract import extract_run
+from sacbench.results.render import TableText
+from sacbench.results.returns import returns_table
+from sacbench.results.runs import ResultsInputError, RunSet, Selection, load_runs
+from sacbench.results.runtimes import runtimes_table
 
 
 class ReportError(ValueError):
@@ -48,63 +44,6 @@ def write_all(outputs: dict[Path, str | bytes]) -> None:
     """Write every output (each atomically) only after all of them were computed."""
     for path, content in outputs.items():
         write_atomically(path, content)
-
-
-# ---- extract -------------------------------------------------------------------------------------
-
-
-def _read_json_object(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ReportError(f"{path} not found")
-    try:
-        content = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ReportError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(content, dict):
-        raise ReportError(f"{path}: expected a JSON object")
-    return content
-
-
-def run_summary(run_dir: Path) -> dict[str, Any]:
-    """metadata.json merged with complete.json (whose keys must not clash with metadata's)."""
-    metadata = _read_json_object(run_dir / "metadata.json")
-    complete = _read_json_object(run_dir / "complete.json")
-    for key, kind in (("global_step", int), ("elapsed_seconds", int | float)):
-        value = complete.get(key)
-        if isinstance(value, bool) or not isinstance(value, kind):
-            raise ReportError(f"{run_dir / 'complete.json'}: {key} missing or not a number")
-    clashes = sorted(set(metadata) & set(complete))
-    if clashes:
-        raise ReportError(
-            f"{run_dir}: metadata.json and complete.json both define {', '.join(clashes)}"
-        )
-    return {**metadata, **complete}
-
-
-def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader = "records") -> None:
-    """Write OUT.csv (tag, step, wall_time, value) and OUT.json (the run summary)."""
-    run_dir, output_csv = Path(run_dir), Path(output_csv)
-    if output_csv.suffix != ".csv":
-        raise ReportError(f"--output must end in .csv, got {output_csv}")
-    if not run_dir.is_dir():
-        raise ReportError(f"run dir {run_dir} does not exist")
-    summary = run_summary(run_dir)
-    scalars = read_run_scalars(run_dir, reader=reader)
-    summary["extraction"] = {
-        "run_dir": str(run_dir),
-        "event_files": [path.name for path in event_files(run_dir)],
-        "scalar_points": len(scalars),
-        "reader": reader,
-    }
-    csv_buffer = io.StringIO()
-    # Each float as its shortest repr, which reads back as the very same double.
-    scalars.to_csv(csv_buffer, index=False, lineterminator="\n")
-    write_all(
-        {
-            output_csv: csv_buffer.getvalue(),
-            output_csv.with_suffix(".json"): json.dumps(summary, indent=2) + "\n",
-        }
-    )
 
 
 # ---- tables and plots ----------------------------------------------------------------------------
@@ -128,48 +67,66 @@ def _check_suffix(path: Path, suffix: str, flag: str) -> None:
         raise ReportError(f"{flag} must end in {suffix}, got {path}")
 
 
-def _check_resamples(options: argparse.Namespace) -> None:
+def _check_statistics(options: argparse.Namespace) -> None:
     if options.bootstrap_resamples < stats.MIN_RESAMPLES:
         raise ReportError(
             f"--bootstrap-resamples must be at least {stats.MIN_RESAMPLES}, "
             f"got {options.bootstrap_resamples}"
         )
-
-
-def command_runtimes(options: argparse.Namespace) -> None:
-    _check_suffix(options.md, ".md", "--md")
-    _check_suffix(options.csv, ".csv", "--csv")
-    table = runtimes_table(_runset(options), allow_missing=options.allow_missing)
-    write_all({options.md: table.markdown, options.csv: table.csv})
-
-
-def command_returns(options: argparse.Namespace) -> None:
-    _check_suffix(options.md, ".md", "--md")
-    _check_suffix(options.csv, ".csv", "--csv")
-    _check_resamples(options)
+    # Checked for aggregate too: there, 0 used to average every episode (iloc[-0:]).
     if options.last_episodes < 1:
         raise ReportError(f"--last-episodes must be positive, got {options.last_episodes}")
-    table = returns_table(
-        _runset(options),
-        last_episodes=options.last_episodes,
-        bootstrap_resamples=options.bootstrap_resamples,
-        bootstrap_seed=options.bootstrap_seed,
-        allow_missing=options.allow_missing,
-    )
-    write_all({options.md: table.markdown, options.csv: table.csv})
 
 
-def command_aggregate(options: argparse.Namespace) -> None:
+def _runtimes(runset: RunSet, options: argparse.Namespace) -> TableText:
+    return runtimes_table(runset, allow_missing=options.allow_missing)
+
+
+def _statistics_table(
+    table: Callable[..., TableText],
+) -> Callable[[RunSet, argparse.Namespace], TableText]:
+    """A renderer for a table that takes the --last-episodes and --bootstrap-* flags."""
+
+    def render(runset: RunSet, options: argparse.Namespace) -> TableText:
+        return table(
+            runset,
+            last_episodes=options.last_episodes,
+            bootstrap_resamples=options.bootstrap_resamples,
+            bootstrap_seed=options.bootstrap_seed,
+            allow_missing=options.allow_missing,
+        )
+
+    return render
+
+
+@dataclass(frozen=True)
+class TableCommand:
+    """One table subcommand: its --help, its renderer, and whether it takes the statistics
+    flags (--last-episodes, --bootstrap-resamples, --bootstrap-seed)."""
+
+    help: str
+    render: Callable[[RunSet, argparse.Namespace], TableText]
+    statistics: bool
+
+
+# In the order of `--help`'s list of subcommands (after extract, before plots).
+TABLE_COMMANDS: dict[str, TableCommand] = {
+    "runtimes": TableCommand("results/sac_runtimes.{md,csv}", _runtimes, statistics=False),
+    "returns": TableCommand("results/sac.{md,csv}", _statistics_table(returns_table), True),
+    "aggregate": TableCommand(
+        "results/sac_aggregate.{md,csv}", _statistics_table(aggregate_table), True
+    ),
+}
+
+
+def command_table(name: str, options: argparse.Namespace) -> None:
+    """Check the flags, render the table in memory, then write its .md and .csv."""
+    command = TABLE_COMMANDS[name]
     _check_suffix(options.md, ".md", "--md")
     _check_suffix(options.csv, ".csv", "--csv")
-    _check_resamples(options)
-    table = aggregate_table(
-        _runset(options),
-        last_episodes=options.last_episodes,
-        bootstrap_resamples=options.bootstrap_resamples,
-        bootstrap_seed=options.bootstrap_seed,
-        allow_missing=options.allow_missing,
-    )
+    if command.statistics:
+        _check_statistics(options)
+    table = command.render(_runset(options), options)
     write_all({options.md: table.markdown, options.csv: table.csv})
 
 
@@ -186,9 +143,8 @@ def command_plots(options: argparse.Namespace) -> None:
         raise ReportError(f"--smoothing-episodes must be >= 1, got {options.smoothing_episodes}")
     runset = _runset(options)
     figures = {
-        "sac": plots.returns_vs_steps(runset, smoothing_episodes=options.smoothing_episodes),
-        "sac-time": plots.returns_vs_time(runset, smoothing_episodes=options.smoothing_episodes),
-        "sac-sps": plots.sps_vs_steps(runset),
+        name: draw(runset, smoothing_episodes=options.smoothing_episodes)
+        for name, draw in plots.FIGURES.items()
     }
     outputs: dict[Path, str | bytes] = {}
     for name, figure in figures.items():
@@ -237,22 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     extract.add_argument("--output", type=Path, required=True)
     extract.add_argument("--reader", choices=READERS, default="records")
 
-    runtimes = commands.add_parser("runtimes", help="results/sac_runtimes.{md,csv}")
-    _selection_arguments(runtimes)
-    runtimes.add_argument("--md", type=Path, required=True)
-    runtimes.add_argument("--csv", type=Path, required=True)
-
-    returns = commands.add_parser("returns", help="results/sac.{md,csv}")
-    _selection_arguments(returns)
-    _bootstrap_arguments(returns)
-    returns.add_argument("--md", type=Path, required=True)
-    returns.add_argument("--csv", type=Path, required=True)
-
-    aggregate = commands.add_parser("aggregate", help="results/sac_aggregate.{md,csv}")
-    _selection_arguments(aggregate)
-    _bootstrap_arguments(aggregate)
-    aggregate.add_argument("--md", type=Path, required=True)
-    aggregate.add_argument("--csv", type=Path, required=True)
+    for name, command in TABLE_COMMANDS.items():
+        table = commands.add_parser(name, help=command.help)
+        _selection_arguments(table)
+        if command.statistics:
+            _bootstrap_arguments(table)
+        table.add_argument("--md", type=Path, required=True)
+        table.add_argument("--csv", type=Path, required=True)
 
     plot = commands.add_parser("plots", help="results/plots/sac{,-time,-sps}.{png,svg}")
     _selection_arguments(plot)
@@ -271,13 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if options.command == "extract":
             extract_run(run_dir=options.run_dir, output_csv=options.output, reader=options.reader)
+        elif options.command == "plots":
+            command_plots(options)
         else:
-            {
-                "runtimes": command_runtimes,
-                "returns": command_returns,
-                "aggregate": command_aggregate,
-                "plots": command_plots,
-            }[options.command](options)
+            command_table(options.command, options)
     except (ReportError, ResultsInputError, EventLogError, ValueError) as error:
         print(f"sacbench.report {options.command}: error: {error}", file=sys.stderr)
         return 1

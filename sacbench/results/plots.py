@@ -4,7 +4,7 @@ One panel per task in a 3-column grid, one colour per variant, mean over seeds a
 ± one (population) std over seeds as a band. The functions return matplotlib Figures and write
 nothing; ``sacbench.report plots`` saves them. Each line carries its variant name as label and a
 ``gid`` of the form ``"{kind}:{variant}"`` so tests and readers can find it. The pr-424 final
-return is named at the right of each panel title and drawn (gid ``"reference:pr-424"``) only
+return is named at the right of each panel title and drawn (gid ``"published:pr-424"``) only
 where it lies inside the axes, so no text covers data and every legend entry is drawn.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol
 
 import matplotlib
 
@@ -22,7 +23,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import published  # noqa: E402
-from sacbench.results.tables import Run, RunSet  # noqa: E402
+from sacbench.results.runs import Run, RunSet  # noqa: E402
 from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG  # noqa: E402
 
 COLUMNS = 3
@@ -129,7 +130,7 @@ def _published_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) ->
         line = axis.axhline(
             value, color="0.35", linestyle="--", linewidth=1.0, label=PUBLISHED_LINE_LABEL
         )
-        line.set_gid(f"reference:{published.LABEL}")
+        line.set_gid(f"published:{published.LABEL}")
         if has_data and not long_runs:
             axis.set_ylim(low, high)  # the line is inside: keep the data's own range
         where = "dashed"
@@ -297,3 +298,21 @@ def sps_vs_steps(runset: RunSet) -> Figure:
         legend_columns=len(runset.selection.variants),
     )
     return figure
+
+
+class Draw(Protocol):
+    def __call__(self, runset: RunSet, *, smoothing_episodes: int) -> Figure: ...
+
+
+def _sps_figure(runset: RunSet, *, smoothing_episodes: int) -> Figure:
+    del smoothing_episodes  # throughput is drawn unsmoothed
+    return sps_vs_steps(runset)
+
+
+# `report plots` writes each as {name}.png and {name}.svg; workflow/rules/common.smk's
+# PLOT_NAMES lists the same names.
+FIGURES: dict[str, Draw] = {
+    "sac": returns_vs_steps,
+    "sac-time": returns_vs_time,
+    "sac-sps": _sps_figure,
+}

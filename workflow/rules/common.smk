@@ -127,6 +127,16 @@ def selection_flags():
     )
 
 
+def statistics_flags():
+    """The returns and aggregate tables' --last-episodes and --bootstrap-* flags."""
+    report_config = config["report"]
+    return (
+        f"--last-episodes {report_config['last_episodes']}"
+        f" --bootstrap-resamples {report_config['bootstrap_resamples']}"
+        f" --bootstrap-seed {report_config['bootstrap_seed']}"
+    )
+
+
 def allow_missing_flag():
     return "--allow-missing" if config["report"]["allow_missing"] else ""
 

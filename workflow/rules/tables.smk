@@ -1,91 +1,43 @@
 # The result tables, each from the extracted runs of the whole config (variants are columns).
-# Local rules: on a cluster they run on the submit host; only training is submitted.
-localrules:
-    runtimes_table,
-    returns_table,
-    aggregate_table,
+# One rule per table, all from TABLE_RULES: they differ only in the report command, the output
+# stem and whether the command takes the statistics flags.
 
 
-rule runtimes_table:
-    input:
-        tables=extracted_tables,
-        summaries=extracted_summaries,
-    output:
-        md=report(
-            results("sac_runtimes.md"),
-            caption="../report/sac_runtimes.rst",
-            category="Tables",
-        ),
-        csv=results("sac_runtimes.csv"),
-    log:
-        results("logs/tables/sac_runtimes.log"),
-    conda:
-        "../../envs/report.yaml"
-    params:
-        extracted_dir=extracted_dir,
-        selection=selection_flags(),
-        allow_missing=allow_missing_flag(),
-    shell:
-        "python -m sacbench.report runtimes --extracted-dir {params.extracted_dir}"
-        " {params.selection} --md {output.md} --csv {output.csv} {params.allow_missing}"
-        " > {log} 2>&1"
+# report command -> (output stem under results/, extra flags); the rule is "{command}_table".
+TABLE_RULES = {
+    "runtimes": ("sac_runtimes", ""),
+    "returns": ("sac", statistics_flags()),
+    "aggregate": ("sac_aggregate", statistics_flags()),
+}
 
+for command, (stem, options) in TABLE_RULES.items():
 
-rule returns_table:
-    input:
-        tables=extracted_tables,
-        summaries=extracted_summaries,
-    output:
-        md=report(
-            results("sac.md"),
-            caption="../report/sac.rst",
-            category="Tables",
-        ),
-        csv=results("sac.csv"),
-    log:
-        results("logs/tables/sac.log"),
-    conda:
-        "../../envs/report.yaml"
-    params:
-        extracted_dir=extracted_dir,
-        selection=selection_flags(),
-        last_episodes=config["report"]["last_episodes"],
-        bootstrap_resamples=config["report"]["bootstrap_resamples"],
-        bootstrap_seed=config["report"]["bootstrap_seed"],
-        allow_missing=allow_missing_flag(),
-    shell:
-        "python -m sacbench.report returns --extracted-dir {params.extracted_dir}"
-        " {params.selection} --md {output.md} --csv {output.csv}"
-        " --last-episodes {params.last_episodes}"
-        " --bootstrap-resamples {params.bootstrap_resamples}"
-        " --bootstrap-seed {params.bootstrap_seed} {params.allow_missing} > {log} 2>&1"
-
-
-rule aggregate_table:
-    input:
-        tables=extracted_tables,
-        summaries=extracted_summaries,
-    output:
-        md=report(
-            results("sac_aggregate.md"),
-            caption="../report/sac_aggregate.rst",
-            category="Tables",
-        ),
-        csv=results("sac_aggregate.csv"),
-    log:
-        results("logs/tables/sac_aggregate.log"),
-    conda:
-        "../../envs/report.yaml"
-    params:
-        extracted_dir=extracted_dir,
-        selection=selection_flags(),
-        last_episodes=config["report"]["last_episodes"],
-        bootstrap_resamples=config["report"]["bootstrap_resamples"],
-        bootstrap_seed=config["report"]["bootstrap_seed"],
-        allow_missing=allow_missing_flag(),
-    shell:
-        "python -m sacbench.report aggregate --extracted-dir {params.extracted_dir}"
-        " {params.selection} --md {output.md} --csv {output.csv}"
-        " --last-episodes {params.last_episodes}"
-        " --bootstrap-resamples {params.bootstrap_resamples}"
-        " --bootstrap-seed {params.bootstrap_seed} {params.allow_missing} > {log} 2>&1"
+    # Local rules: on a cluster they run on the submit host; only training is submitted.
+    rule:
+        name:
+            f"{command}_table"
+        input:
+            tables=extracted_tables,
+            summaries=extracted_summaries,
+        output:
+            md=report(
+                results(f"{stem}.md"),
+                caption=f"../report/{stem}.rst",
+                category="Tables",
+            ),
+            csv=results(f"{stem}.csv"),
+        log:
+            results(f"logs/tables/{stem}.log"),
+        localrule: True
+        conda:
+            "../../envs/report.yaml"
+        params:
+            command=command,
+            options=options,
+            extracted_dir=extracted_dir,
+            selection=selection_flags(),
+            allow_missing=allow_missing_flag(),
+        shell:
+            "python -m sacbench.report {params.command} --extracted-dir {params.extracted_dir}"
+            " {params.selection} --md {output.md} --csv {output.csv} {params.options}"
+            " {params.allow_missing} > {log} 2>&1"

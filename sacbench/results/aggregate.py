@@ -1,0 +1,209 @@
+"""results/sac_aggregate.md and .csv: normalised scores across tasks, and the
+probability of improvement between variants."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sacbench import published
+from sacbench.results import stats
+from sacbench.results.definitions import aggregate_definitions
+from sacbench.results.metrics import last_episodes_mean, normalized_score
+from sacbench.results.provenance_table import provenance_lines
+from sacbench.results.render import (
+    Notes,
+    TableText,
+    collect,
+    csv_text,
+    footnote_block,
+    markdown_table,
+    raise_problems,
+)
+from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection
+
+AGGREGATE_COLUMNS = [
+    "statistic",
+    "variant",
+    "versus",
+    "value",
+    "ci95_low",
+    "ci95_high",
+    "n_tasks",
+    "n_runs",
+]
+Scores = dict[tuple[str, str], np.ndarray]  # (variant, env_id) -> the seeds' normalised scores
+
+
+@dataclass(frozen=True)
+class Bootstrap:
+    """The bootstrap's flags, passed together to the estimates."""
+
+    resamples: int
+    seed: int
+
+
+def _anchored_tasks(selection: Selection, notes: Notes, allow_missing: bool) -> list[str]:
+    """The selected tasks with normalisation anchors; the others are an error unless allowed."""
+    unknown = [env_id for env_id in selection.env_ids if env_id not in published.RANDOM_RETURNS]
+    if unknown and not allow_missing:
+        raise ResultsInputError(
+            f"no normalisation anchors (pr-424 and random-policy returns) for {', '.join(unknown)};"
+            " the aggregate statistics cover only the benchmark's tasks"
+        )
+    tasks = [env_id for env_id in selection.env_ids if env_id not in unknown]
+    for env_id in unknown:
+        notes.mark(f"{env_id} left out: no normalisation anchors")
+    return tasks
+
+
+def _normalised_scores(
+    runset: RunSet, tasks: list[str], last_episodes: int, notes: Notes, problems: dict[str, str]
+) -> Scores:
+    def metric(run: Run) -> float:
+        return normalized_score(run.key.env_id, last_episodes_mean(run, episodes=last_episodes)[0])
+
+    scores: Scores = {}
+    for variant in runset.selection.variants:
+        for env_id in tasks:
+            cell = collect(runset, variant, env_id, metric, notes, problems)
+            scores[variant, env_id] = np.asarray(cell.values)
+    return scores
+
+
+def _aggregate_estimates(
+    by_task: list[np.ndarray], variant: str, bootstrap: Bootstrap
+) -> dict[str, tuple[float, float, float]]:
+    """IQM and mean of the variant's scores over tasks: {name: (estimate, CI low, CI high)}."""
+    estimates = {}
+    for name, point, statistic in (
+        ("IQM", stats.pooled_iqm, stats.iqm_statistic),
+        ("mean", stats.mean_of_task_means, stats.mean_statistic),
+    ):
+        low, high = stats.stratified_bootstrap_ci(
+            by_task,
+            statistic=statistic,
+            resamples=bootstrap.resamples,
+            rng=stats.seeded_rng(seed=bootstrap.seed, label=f"aggregate/{name}/{variant}"),
+        )
+        estimates[name] = (point(by_task), low, high)
+    return estimates
+
+
+def _score_rows(
+    variants: Sequence[str], tasks: list[str], scores: Scores, bootstrap: Bootstrap, notes: Notes
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """A markdown row per variant (tasks, runs, IQM, mean) and a CSV row per statistic."""
+    rows, csv_rows = [], []
+    for variant in variants:
+        present = [env_id for env_id in tasks if scores[variant, env_id].size]
+        if len(present) < len(tasks):
+            missing = ", ".join(env_id for env_id in tasks if env_id not in present)
+            mark = " " + notes.mark(f"`{variant}` has no usable run for {missing}")
+        else:
+            mark = ""
+        by_task = [scores[variant, env_id] for env_id in present]
+        runs = sum(task.size for task in by_task)
+        if not by_task:
+            rows.append([f"`{variant}`{mark}", "0", "0", "n/a", "n/a"])
+            continue
+        texts = {}
+        for name, (estimate, low, high) in _aggregate_estimates(
+            by_task, variant, bootstrap
+        ).items():
+            texts[name] = f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
+            csv_rows.append(
+                {
+                    "statistic": name,
+                    "variant": variant,
+                    "versus": "",
+                    "value": estimate,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "n_tasks": len(by_task),
+                    "n_runs": runs,
+                }
+            )
+        rows.append(
+            [f"`{variant}`{mark}", str(len(by_task)), str(runs), texts["IQM"], texts["mean"]]
+        )
+    return rows, csv_rows
+
+
+def _improvement_rows(
+    variants: Sequence[str], tasks: list[str], scores: Scores, bootstrap: Bootstrap
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """P(X > Y) for every pair of variants, in selection order: markdown and CSV rows."""
+    rows, csv_rows = [], []
+    for index, x in enumerate(variants):
+        for y in variants[index + 1 :]:
+            shared = [e for e in tasks if scores[x, e].size and scores[y, e].size]
+            if not shared:
+                rows.append([f"`{x}`", f"`{y}`", "0", "n/a"])
+                continue
+            xs = [scores[x, e] for e in shared]
+            ys = [scores[y, e] for e in shared]
+            estimate = stats.probability_of_improvement(xs, ys)
+            low, high = stats.probability_of_improvement_ci(
+                xs,
+                ys,
+                resamples=bootstrap.resamples,
+                rng=stats.seeded_rng(seed=bootstrap.seed, label=f"improvement/{x}/{y}"),
+            )
+            rows.append(
+                [f"`{x}`", f"`{y}`", str(len(shared)), f"{estimate:.3f} [{low:.3f}, {high:.3f}]"]
+            )
+            csv_rows.append(
+                {
+                    "statistic": "probability_of_improvement",
+                    "variant": x,
+                    "versus": y,
+                    "value": estimate,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "n_tasks": len(shared),
+                    "n_runs": sum(a.size + b.size for a, b in zip(xs, ys, strict=True)),
+                }
+            )
+    return rows, csv_rows
+
+
+def aggregate_table(
+    runset: RunSet,
+    *,
+    last_episodes: int,
+    bootstrap_resamples: int,
+    bootstrap_seed: int,
+    allow_missing: bool,
+) -> TableText:
+    """results/sac_aggregate.md and .csv: IQM and mean normalised score across tasks with
+    stratified bootstrap CIs, and the probability of improvement between variants."""
+    if bootstrap_resamples < stats.MIN_RESAMPLES:
+        raise ValueError(
+            f"bootstrap_resamples must be at least {stats.MIN_RESAMPLES}, got {bootstrap_resamples}"
+        )
+    variants = runset.selection.variants
+    notes = Notes()
+    tasks = _anchored_tasks(runset.selection, notes, allow_missing)
+    problems: dict[str, str] = {}
+    scores = _normalised_scores(runset, tasks, last_episodes, notes, problems)
+    raise_problems(problems, allow_missing)
+    bootstrap = Bootstrap(bootstrap_resamples, bootstrap_seed)
+    rows, csv_rows = _score_rows(variants, tasks, scores, bootstrap, notes)
+    lines = provenance_lines(runset, title="SAC aggregate statistics", command="aggregate")
+    lines += ["", "## Normalised score across tasks [D]", ""]
+    header = ["Variant", "tasks", "runs", "IQM [95% CI] [E]", "mean [95% CI] [E]"]
+    lines += markdown_table(header, rows, "lrrrr")
+    if len(variants) >= 2:
+        pair_rows, pair_csv_rows = _improvement_rows(variants, tasks, scores, bootstrap)
+        csv_rows += pair_csv_rows
+        lines += ["", "## Probability of improvement [F]", ""]
+        lines += markdown_table(["X", "Y", "tasks", "P(X > Y) [95% CI]"], pair_rows, "llrr")
+    definitions = aggregate_definitions(tasks, last_episodes, bootstrap_resamples, bootstrap_seed)
+    lines += footnote_block(definitions, notes)
+    frame = pd.DataFrame(csv_rows, columns=AGGREGATE_COLUMNS)
+    return TableText(markdown="\n".join(lines) + "\n", csv=csv_text(frame))

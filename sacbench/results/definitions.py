@@ -1,0 +1,98 @@
+"""The definitions-and-units texts of the tables, kept in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sacbench import published
+from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
+
+
+def runtime_definitions() -> list[str]:
+    """The footnotes of sac_runtimes.md, in order."""
+    return [
+        f"**CleanRL SPS**: the run's last {SPS_TAG} value, CleanRL's definition "
+        "int(global_step / seconds since start), a cumulative average that includes start-up and "
+        "the learning_starts random-action steps; steps per second.",
+        f"**Steady training SPS**: each {STEADY_SPS_TAG} point is the throughput over the steps "
+        "since the previous log point (every 100 steps, training steps only); the points in the "
+        "first 10% of the logged step range are left out as warm-up (always including the first "
+        "one), and the rest combine as total steps / total seconds (a step-weighted harmonic "
+        "mean); steps per second.",
+        "**Wall-clock minutes**: complete.json's elapsed_seconds / 60, the training job's own "
+        "time summed over all its sessions (time between a stop and its resume not counted).",
+        f"**openrlbenchmark-compatible minutes**: {ELAPSED_TAG} averaged over the seeds at "
+        "each logged step, then the mean of the last max(1, floor(10%)) of those rows, / 60 - how "
+        "openrlbenchmark turns W&B's _runtime into CleanRL's runtime table; it reads about 0.95x "
+        "the final wall-clock. One number per cell, not a mean ± std. It is the statistic of the "
+        f"{published.LABEL} runtime [A], but over each run's own steps: comparable with it only "
+        "for 1,000,000-step runs.",
+        f"[P] **Projected minutes per 1M steps**, per run: (T_w + (1,000,000 - s_w) / steady "
+        "training SPS) / 60, with s_w the step where the run's steady SPS windows begin (the end "
+        f"of its warm-up) and T_w its measured {ELAPSED_TAG} at s_w. Start-up, the "
+        "random-action steps and the first training steps (with any one-off cost such as "
+        "compilation) thus count once, as measured, and every later step at the run's steady "
+        "rate. Assumed: the run's own configuration (batch size, threads, device) and machine; "
+        "its own learning_starts (CleanRL's is 5,000; another value moves the projection by at "
+        "most |5,000 - learning_starts| / steady SPS seconds); a constant training rate "
+        "(replay-buffer growth, changes in episode length and checkpoint pauses are not "
+        "modelled). For a 1,000,000-step run it is close to its wall-clock "
+        f"minutes. It projects wall-clock time, and the {published.LABEL} runtime reads about "
+        "0.95x the final wall-clock: equal speed shows as a projection of about "
+        f"{published.LABEL} runtime / 0.95.",
+        "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
+        "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
+        "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
+        f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
+        "are wall-clock MINUTES per 1,000,000-step run (openrlbenchmark's runtime, mean of 3 "
+        "seeds), not steps per second. Software: " + published.PR424_SOFTWARE + ".",
+        f"[B] Implied SPS = 1e6 / (minutes x 60) from the {published.LABEL} runtime. Because that "
+        "runtime reads about 0.95x the final wall-clock, the runs' true average throughput was "
+        "about 0.95x the implied figure. Compare it with CleanRL SPS only for runs of the same "
+        "length: our runs' step count is in the provenance table.",
+    ]
+
+
+def returns_definitions(
+    last_episodes: int, bootstrap_resamples: int, bootstrap_seed: int
+) -> list[str]:
+    """The footnotes of sac.md for these flags, in order."""
+    return [
+        f"**Return**: per run, the mean of its last {last_episodes} {RETURN_TAG} values "
+        "(undiscounted training-episode returns, stochastic policy, as logged while training; "
+        "a run with fewer finished episodes uses all it has, see the notes); then mean ± std "
+        "over seeds with ddof=0 (population), as openrlbenchmark.",
+        "**n**: seeds that contribute to the cell.",
+        f"[C] **95% CI**: percentile bootstrap of the mean over seeds, {bootstrap_resamples} "
+        f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant). "
+        "With 3 seeds it can take at most 10 distinct values: read it as a rough range.",
+        f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
+        f"over seeds 1-3 after 1,000,000 steps. Software: {published.PR424_SOFTWARE}. "
+        "Runs shorter than 1M steps are not comparable with it.",
+    ]
+
+
+def aggregate_definitions(
+    tasks: Sequence[str], last_episodes: int, bootstrap_resamples: int, bootstrap_seed: int
+) -> list[str]:
+    """The footnotes of sac_aggregate.md for these tasks and flags, in order."""
+    anchors = ", ".join(
+        f"{env_id} {published.RANDOM_RETURNS[env_id]:g} / {published.PR424[env_id].return_mean:g}"
+        for env_id in tasks
+    )
+    return [
+        f"[D] **Normalised score** of a run = (R - R_random) / (R_{published.LABEL} - R_random), "
+        f"where R is the mean of the run's last {last_episodes} episodic returns, R_random the "
+        f"mean return of a uniform-random policy ({published.RANDOM_EPISODES} episodes, seed "
+        f"{published.RANDOM_SEED}, measured with `python -m sacbench.published`) and "
+        f"R_{published.LABEL} CleanRL's published final return: 0 = random, 1 = CleanRL pr-424 "
+        f"after 1M steps. Anchors (random / {published.LABEL}): {anchors}.",
+        "[E] **IQM**: mean of the middle 50% of all runs' normalised scores pooled over tasks "
+        "(floor(n/4) dropped at each end; with 3 or fewer runs that is the plain mean). **mean**: "
+        "mean over tasks of each task's mean over seeds. 95% CIs: percentile intervals of a "
+        f"stratified bootstrap ({bootstrap_resamples} resamples, runs drawn with replacement "
+        f"within each task, seeded with ({bootstrap_seed}, statistic, variant)).",
+        "[F] **P(X > Y)**: for each task shared by X and Y, the probability that a run of X scores "
+        "higher than a run of Y (all seed pairs, ties count 1/2), averaged over tasks; the CI "
+        "resamples X's and Y's runs independently within each task. 0.5 = no difference.",
+    ]

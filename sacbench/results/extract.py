@@ -1,0 +1,63 @@
+"""`report extract`: one run dir's event files and JSON records -> OUT.csv + OUT.json."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from sacbench.atomic import write_atomically
+from sacbench.events import Reader, event_files, read_run_scalars
+from sacbench.results.runs import ResultsInputError
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ResultsInputError(f"{path} not found")
+    try:
+        content = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ResultsInputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(content, dict):
+        raise ResultsInputError(f"{path}: expected a JSON object")
+    return content
+
+
+def run_summary(run_dir: Path) -> dict[str, Any]:
+    """metadata.json merged with complete.json (whose keys must not clash with metadata's)."""
+    metadata = _read_json_object(run_dir / "metadata.json")
+    complete = _read_json_object(run_dir / "complete.json")
+    for key, kind in (("global_step", int), ("elapsed_seconds", int | float)):
+        value = complete.get(key)
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise ResultsInputError(f"{run_dir / 'complete.json'}: {key} missing or not a number")
+    clashes = sorted(set(metadata) & set(complete))
+    if clashes:
+        raise ResultsInputError(
+            f"{run_dir}: metadata.json and complete.json both define {', '.join(clashes)}"
+        )
+    return {**metadata, **complete}
+
+
+def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader = "records") -> None:
+    """Write OUT.csv (tag, step, wall_time, value) and OUT.json (the run summary)."""
+    run_dir, output_csv = Path(run_dir), Path(output_csv)
+    if output_csv.suffix != ".csv":
+        raise ResultsInputError(f"--output must end in .csv, got {output_csv}")
+    if not run_dir.is_dir():
+        raise ResultsInputError(f"run dir {run_dir} does not exist")
+    summary = run_summary(run_dir)
+    scalars = read_run_scalars(run_dir, reader=reader)
+    summary["extraction"] = {
+        "run_dir": str(run_dir),
+        "event_files": [path.name for path in event_files(run_dir)],
+        "scalar_points": len(scalars),
+        "reader": reader,
+    }
+    csv_buffer = io.StringIO()
+    # Each float as its shortest repr, which reads back as the very same double.
+    scalars.to_csv(csv_buffer, index=False, lineterminator="\n")
+    # Both computed before either is written, so a failure leaves no half-written pair.
+    write_atomically(output_csv, csv_buffer.getvalue())
+    write_atomically(output_csv.with_suffix(".json"), json.dumps(summary, indent=2) + "\n")

@@ -1,0 +1,220 @@
+"""results/sac.md and .csv: final training returns per env and variant."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from sacbench import published
+from sacbench.results import stats
+from sacbench.results.definitions import returns_definitions
+from sacbench.results.metrics import common_steps, last_episodes_mean
+from sacbench.results.provenance_table import provenance_lines
+from sacbench.results.render import (
+    Cell,
+    Notes,
+    TableText,
+    collect,
+    csv_text,
+    fixed,
+    footnote_block,
+    markdown_table,
+    raise_problems,
+)
+from sacbench.results.runs import Run, RunKey, RunSet, Selection
+
+RETURNS_COLUMNS = [
+    "env_id",
+    "variant",
+    "n_seeds",
+    "seeds_requested",
+    "steps",
+    "return_mean",
+    "return_std",
+    "ci95_low",
+    "ci95_high",
+    "episodes_requested",
+    "episodes_used_min",
+]
+
+
+@dataclass(frozen=True)
+class ReturnsOptions:
+    """The returns table's flags, passed together to the per-cell helpers."""
+
+    last_episodes: int
+    bootstrap_resamples: int
+    bootstrap_seed: int
+
+
+def _returns_cells(
+    runset: RunSet, last_episodes: int, notes: Notes, problems: dict[str, str]
+) -> tuple[dict[tuple[str, str], Cell], dict[RunKey, int]]:
+    """Each (env, variant)'s per-seed returns, and how many episodes each run's mean used."""
+    used: dict[RunKey, int] = {}
+
+    def metric(run: Run) -> float:
+        mean, count = last_episodes_mean(run, episodes=last_episodes)
+        used[run.key] = count
+        return mean
+
+    cells = {
+        (env_id, variant): collect(runset, variant, env_id, metric, notes, problems)
+        for env_id in runset.selection.env_ids
+        for variant in runset.selection.variants
+    }
+    return cells, used
+
+
+def _returns_header(selection: Selection) -> list[str]:
+    header = ["Environment"]
+    for variant in selection.variants:
+        header += [f"`{variant}` return", f"`{variant}` 95% CI [C]", f"`{variant}` n"]
+    return [*header, f"{published.LABEL} return [A]"]
+
+
+def _short_seed_marks(
+    cell: Cell,
+    used: dict[RunKey, int],
+    variant: str,
+    env_id: str,
+    seeds: Sequence[int],
+    last_episodes: int,
+    notes: Notes,
+) -> list[str]:
+    """The cell's marks, plus one naming the seeds with fewer finished episodes than asked for."""
+    short = [
+        (seed, used[RunKey(variant, env_id, seed)])
+        for seed in seeds
+        if used.get(RunKey(variant, env_id, seed), last_episodes) < last_episodes
+    ]
+    marks = list(cell.marks)
+    if short:
+        counts = ", ".join(f"seed {seed}: {count}" for seed, count in short)
+        marks.append(
+            notes.mark(
+                f"{variant}/{env_id}: fewer than {last_episodes} finished episodes, the "
+                f"mean uses all there are ({counts})"
+            )
+        )
+    return marks
+
+
+def _variant_columns(
+    cell: Cell, marks: list[str], options: ReturnsOptions, env_id: str, variant: str
+) -> tuple[list[str], float, float, float, float]:
+    """The variant's three markdown cells (return, CI, n) and its mean, std and CI bounds."""
+    if not cell.values:
+        return [" ".join(["n/a", *marks]), "n/a", "0"], math.nan, math.nan, math.nan, math.nan
+    low, high = stats.bootstrap_mean_ci(
+        cell.values,
+        resamples=options.bootstrap_resamples,
+        rng=stats.seeded_rng(seed=options.bootstrap_seed, label=f"returns/{env_id}/{variant}"),
+    )
+    mean, std = stats.mean_std(cell.values)
+    texts = [
+        " ".join([f"{fixed(mean, 2)} ± {fixed(std, 2)}", *marks]),
+        f"[{fixed(low, 2)}, {fixed(high, 2)}]",
+        str(len(cell.values)),
+    ]
+    return texts, mean, std, low, high
+
+
+def _published_returns(env_id: str, notes: Notes) -> tuple[str, dict[str, Any] | None]:
+    """The pr-424 column's cell for a task, and its CSV row (None outside the benchmark)."""
+    pr424 = published.PR424.get(env_id)
+    if pr424 is None:
+        return "n/a " + notes.mark(f"{env_id} is not part of the {published.LABEL} benchmark"), None
+    row = {
+        "env_id": env_id,
+        "variant": published.LABEL,
+        "n_seeds": len(published.PR424_SEEDS),
+        "seeds_requested": len(published.PR424_SEEDS),
+        "steps": published.PR424_STEPS,
+        "return_mean": pr424.return_mean,
+        "return_std": pr424.return_std,
+        "episodes_requested": 100,
+    }
+    return f"{fixed(pr424.return_mean, 2)} ± {fixed(pr424.return_std, 2)}", row
+
+
+def _returns_rows(
+    runset: RunSet,
+    cells: dict[tuple[str, str], Cell],
+    used: dict[RunKey, int],
+    options: ReturnsOptions,
+    notes: Notes,
+) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """The markdown rows (one per task) and the CSV rows (per task and variant, then pr-424)."""
+    selection = runset.selection
+    rows, csv_rows = [], []
+    for env_id in selection.env_ids:
+        row = [env_id]
+        for variant in selection.variants:
+            cell = cells[env_id, variant]
+            marks = _short_seed_marks(
+                cell, used, variant, env_id, selection.seeds, options.last_episodes, notes
+            )
+            texts, mean, std, low, high = _variant_columns(cell, marks, options, env_id, variant)
+            row += texts
+            csv_rows.append(
+                {
+                    "env_id": env_id,
+                    "variant": variant,
+                    "n_seeds": len(cell.values),
+                    "seeds_requested": len(selection.seeds),
+                    "steps": common_steps(runset.runs_of(variant, env_id)),
+                    "return_mean": mean,
+                    "return_std": std,
+                    "ci95_low": low,
+                    "ci95_high": high,
+                    "episodes_requested": options.last_episodes,
+                    "episodes_used_min": min(
+                        (used[k] for k in used if k.variant == variant and k.env_id == env_id),
+                        default=math.nan,
+                    ),
+                }
+            )
+        text, published_row = _published_returns(env_id, notes)
+        row.append(text)
+        csv_rows += [published_row] if published_row else []
+        rows.append(row)
+    return rows, csv_rows
+
+
+def returns_table(
+    runset: RunSet,
+    *,
+    last_episodes: int,
+    bootstrap_resamples: int,
+    bootstrap_seed: int,
+    allow_missing: bool,
+) -> TableText:
+    """results/sac.md and .csv: each run's mean of its last N episodic returns, summarised over
+    seeds per env and variant."""
+    if last_episodes < 1:
+        raise ValueError(f"last_episodes must be positive, got {last_episodes}")
+    selection = runset.selection
+    notes = Notes()
+    problems: dict[str, str] = {}
+    cells, used = _returns_cells(runset, last_episodes, notes, problems)
+    raise_problems(problems, allow_missing)
+    options = ReturnsOptions(last_episodes, bootstrap_resamples, bootstrap_seed)
+    rows, csv_rows = _returns_rows(runset, cells, used, options, notes)
+    align = "l" + "rrr" * len(selection.variants) + "r"
+    lines = provenance_lines(runset, title="SAC episodic returns", command="returns")
+    lines += [
+        "",
+        f"## Training return: mean of each run's last {last_episodes} episodes, "
+        "mean ± std over seeds",
+        "",
+    ]
+    lines += markdown_table(_returns_header(selection), rows, align)
+    definitions = returns_definitions(last_episodes, bootstrap_resamples, bootstrap_seed)
+    lines += footnote_block(definitions, notes)
+    frame = pd.DataFrame(csv_rows, columns=RETURNS_COLUMNS)
+    return TableText(markdown="\n".join(lines) + "\n", csv=csv_text(frame))

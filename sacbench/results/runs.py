@@ -1,0 +1,174 @@
+"""Loading the extracted runs: what a table is asked for (Selection), each run's scalars and
+summary (Run), and the input errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sacbench import published
+from sacbench.events import SCALAR_COLUMNS
+
+
+class ResultsInputError(ValueError):
+    """Missing or unusable extracted runs; the message names every file or run at fault."""
+
+
+class MetricError(ValueError):
+    """A run that lacks what one metric needs; the message names the run and its file."""
+
+
+@dataclass(frozen=True, order=True)
+class RunKey:
+    variant: str
+    env_id: str
+    seed: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.variant}/{self.env_id}/seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The runs a table covers, as the pipeline configured them."""
+
+    variants: tuple[str, ...]
+    env_ids: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("variants", "env_ids", "seeds"):
+            values = getattr(self, name)
+            if len(values) == 0:
+                raise ValueError(f"{name} must not be empty")
+            duplicates = sorted({str(value) for value in values if values.count(value) > 1})
+            if duplicates:
+                raise ValueError(f"{name} lists {', '.join(duplicates)} more than once")
+        for variant in self.variants:
+            if not variant or "/" in variant or variant == published.LABEL:
+                raise ValueError(f"variant name {variant!r} is empty, has '/' or is reserved")
+
+    def run_keys(self) -> list[RunKey]:
+        return [
+            RunKey(variant, env_id, seed)
+            for env_id in self.env_ids
+            for variant in self.variants
+            for seed in self.seeds
+        ]
+
+
+@dataclass(frozen=True)
+class Run:
+    key: RunKey
+    csv_path: Path
+    scalars: pd.DataFrame
+    summary: dict[str, Any]
+
+    def series(self, tag: str) -> pd.DataFrame:
+        """The (step, wall_time, value) points of ``tag``, by step; empty if never logged."""
+        points = self.scalars[self.scalars["tag"] == tag]
+        return points[["step", "wall_time", "value"]].sort_values("step").reset_index(drop=True)
+
+    def summary_value(self, *path: str) -> Any:
+        """A nested value of the run summary, or None when it was not recorded."""
+        node: Any = self.summary
+        for part in path:
+            if not isinstance(node, dict) or part not in node:
+                return None
+            node = node[part]
+        return node
+
+
+@dataclass
+class RunSet:
+    selection: Selection
+    runs: dict[RunKey, Run]
+    problems: dict[RunKey, str]
+    """Runs that are missing or unreadable (only with allow_missing), with the reason."""
+
+    def runs_of(self, variant: str, env_id: str) -> list[Run]:
+        return [
+            self.runs[key]
+            for key in (RunKey(variant, env_id, seed) for seed in self.selection.seeds)
+            if key in self.runs
+        ]
+
+
+def extracted_paths(extracted_dir: Path, key: RunKey) -> tuple[Path, Path]:
+    stem = Path(extracted_dir) / key.variant / key.env_id / str(key.seed)
+    return stem.with_suffix(".csv"), stem.with_suffix(".json")
+
+
+def read_extracted_csv(path: Path) -> pd.DataFrame:
+    """An extracted scalar table; errors name the file.
+
+    pandas 3 parses floats to the nearest double, so the shortest-repr floats that extraction
+    writes come back bit for bit (tests/test_report_cli.py checks the round trip).
+    """
+    try:
+        frame = pd.read_csv(
+            path,
+            dtype={"tag": str, "step": np.int64, "wall_time": np.float64, "value": np.float64},
+            keep_default_na=False,
+        )
+    except FileNotFoundError:
+        raise
+    except (ValueError, pd.errors.ParserError) as error:
+        raise ResultsInputError(f"{path}: not an extracted scalar table ({error})") from None
+    if tuple(frame.columns) != SCALAR_COLUMNS:
+        raise ResultsInputError(
+            f"{path}: columns are {list(frame.columns)}, expected {list(SCALAR_COLUMNS)}"
+        )
+    frame["tag"] = frame["tag"].astype(object)  # as sacbench.events returns it
+    return frame
+
+
+def _load_run(extracted_dir: Path, key: RunKey) -> Run:
+    csv_path, json_path = extracted_paths(extracted_dir, key)
+    for path in (csv_path, json_path):
+        if not path.is_file():
+            raise ResultsInputError(f"{key.label}: {path} not found")
+    scalars = read_extracted_csv(csv_path)
+    try:
+        summary = json.loads(json_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ResultsInputError(f"{json_path}: not valid JSON ({error})") from None
+    if not isinstance(summary, dict):
+        raise ResultsInputError(f"{json_path}: expected a JSON object (the run summary)")
+    args = summary.get("args") if isinstance(summary.get("args"), dict) else {}
+    recorded = (args.get("env_id"), args.get("seed"))
+    if recorded != (key.env_id, key.seed):
+        raise ResultsInputError(
+            f"{json_path}: the run summary says env_id={recorded[0]!r}, seed={recorded[1]!r}, "
+            f"but the file sits at {key.env_id}/{key.seed}"
+        )
+    return Run(key=key, csv_path=csv_path, scalars=scalars, summary=summary)
+
+
+def load_runs(*, extracted_dir: Path | str, selection: Selection, allow_missing: bool) -> RunSet:
+    """Load every selected run; a missing or broken one is an error unless ``allow_missing``."""
+    extracted_dir = Path(extracted_dir)
+    if not extracted_dir.is_dir():
+        raise ResultsInputError(f"extracted dir {extracted_dir} does not exist")
+    runs: dict[RunKey, Run] = {}
+    problems: dict[RunKey, str] = {}
+    for key in selection.run_keys():
+        try:
+            runs[key] = _load_run(extracted_dir, key)
+        except ResultsInputError as error:
+            problems[key] = str(error)
+    if problems and not allow_missing:
+        raise ResultsInputError(problem_report(problems, "missing or unreadable runs"))
+    return RunSet(selection=selection, runs=runs, problems=problems)
+
+
+def problem_report(problems: dict[Any, str], what: str) -> str:
+    lines = [f"{len(problems)} {what} (pass --allow-missing to report them as n/a):"]
+    lines += [f"  - {message}" for message in problems.values()]
+    return "\n".join(lines)
