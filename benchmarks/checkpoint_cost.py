@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sacbench.envs import ENV_SHAPES
-from sacbench.replay import ReplayBuffer
-from sacbench.run_dir import RunDir
+from sacbench.training.envs import ENV_SHAPES
+from sacbench.training.replay import ReplayBuffer
+from sacbench.training.run_dir import RunDir
 
 
 def filled_buffer(*, transitions: int, obs_dim: int, action_dim: int) -> ReplayBuffer:

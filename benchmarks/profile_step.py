@@ -35,11 +35,11 @@ import torch
 from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
-from sacbench.envs import ENV_SHAPES
 from sacbench.sac import fast_learner, handwritten
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
+from sacbench.training.envs import ENV_SHAPES
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 LEARNING_STARTS = 5_000

@@ -33,9 +33,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from sacbench.envs import ENV_SHAPES
 from sacbench.events import read_run_scalars
-from sacbench.replay import ReplayBuffer
+from sacbench.training.envs import ENV_SHAPES
+from sacbench.training.replay import ReplayBuffer
 
 PATHS = ("reference", "fast")
 

@@ -32,13 +32,13 @@ import numpy as np
 import torch
 from tabulate import tabulate
 
-from sacbench.envs import make_env
-from sacbench.replay import ReplayBuffer
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.learners import Learner
 from sacbench.sac.reference_learner import ReferenceLearner
+from sacbench.training.envs import make_env
+from sacbench.training.replay import ReplayBuffer
 
 LEARNING_STARTS = 5_000
 

@@ -20,8 +20,8 @@ from typing import Any
 import jsonschema
 import yaml
 
-from sacbench.envs import ENV_SHAPES
 from sacbench.sac.args import ARG_NAMES, Args, validate_args
+from sacbench.training.envs import ENV_SHAPES
 
 # Trainer arguments the pipeline sets per job (from the run matrix and the profile), so a config
 # may not set them.

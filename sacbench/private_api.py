@@ -218,14 +218,14 @@ CHECKS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[], None]], ...] = 
         "gymnasium TimeLimit._elapsed_steps",
         ("gymnasium",),
         "time_limit_steps, set_time_limit_steps",
-        "sacbench.envs (checkpoints)",
+        "sacbench.training.envs (checkpoints)",
         _check_time_limit,
     ),
     (
         "SummaryWriter.file_writer.event_writer._file_name",
         ("torch", "tensorboard"),
         "event_file_path",
-        "sacbench.run_dir",
+        "sacbench.training.run_dir",
         _check_event_file_path,
     ),
 )

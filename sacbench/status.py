@@ -41,8 +41,8 @@ import yaml
 from tabulate import tabulate
 
 from sacbench.config import ConfigError, load_schema, trainer_args, validated_config
-from sacbench.progress import PROGRESS_FILE_NAME, RETURN_WINDOW
 from sacbench.provenance import PACKAGE_DIR
+from sacbench.training.progress import PROGRESS_FILE_NAME, RETURN_WINDOW
 
 BASE_CONFIG = Path("config.yaml")  # the Snakefile's configfile, relative to the project dir
 SCHEMA_PATH = PACKAGE_DIR.parent / "workflow" / "schemas" / "config.schema.yaml"

@@ -28,8 +28,8 @@ from sacbench.config import (
     trainer_cli,
     validated_config,
 )
-from sacbench.envs import BENCHMARK_ENV_IDS, ENV_SHAPES
 from sacbench.sac.args import ARG_NAMES, Args
+from sacbench.training.envs import BENCHMARK_ENV_IDS, ENV_SHAPES
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")

@@ -14,7 +14,7 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from sacbench import private_api
-from sacbench.envs import make_env
+from sacbench.training.envs import make_env
 
 
 def test_every_private_api_is_still_there():

@@ -23,8 +23,8 @@ import pytest
 import torch
 
 from sacbench.atomic import new_file_mode
-from sacbench.run_dir import KILL_POINT_VARIABLE, KILL_POINTS
 from sacbench.tags import TIME_TAGS
+from sacbench.training.run_dir import KILL_POINT_VARIABLE, KILL_POINTS
 from tests.trainer_runs import read_scalars, reproducible, run_trainer
 from tests.workflow_copies import run_verbatim, workflow_copy, write_config
 

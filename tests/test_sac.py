@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.envs import make_env
 from sacbench.sac.algorithm import (
     LOG_STD_MAX,
     LOG_STD_MIN,
@@ -25,7 +24,7 @@ from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.policy import sample_action_fast
 from sacbench.sac.reference_learner import ReferenceLearner
-from sacbench.train import step_env
+from sacbench.training.envs import make_env, step_env
 
 OBS_DIM, ACTION_DIM, BATCH = 11, 3, 32
 LOW = np.array([-1.0, -0.5, 0.0], dtype=np.float32)

@@ -21,8 +21,8 @@ import torch
 import yaml
 
 from sacbench.events import read_run_scalars
-from sacbench.progress import RETURN_WINDOW, RunProgress
 from sacbench.status import HEADERS, RunKey, classify, read_run_status
+from sacbench.training.progress import RETURN_WINDOW, RunProgress
 from tests.trainer_runs import run_trainer, start_trainer, train_command
 from tests.workflow_copies import interruptible
 
@@ -209,7 +209,7 @@ def test_progress_rate_and_write_cadence(tmp_path, monkeypatch):
     path = tmp_path / "p.json"
     # Monotonic times of: the session start; each update's check, and its write if it writes.
     clock = iter([99.0, 100.0, 100.0, 100.5, 101.0, 101.0, 102.0, 102.0, 103.0, 103.0])
-    monkeypatch.setattr("sacbench.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("sacbench.training.progress.time.monotonic", lambda: next(clock))
     progress = RunProgress(path=path, total_timesteps=2000, learning_starts=1000, start_step=0)
     progress.update(global_step=100, elapsed_seconds=1.0)  # the first is always written
     progress.update(global_step=200, elapsed_seconds=1.5)  # half a second later: skipped

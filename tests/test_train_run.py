@@ -13,8 +13,8 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from sacbench.events import read_run_scalars
-from sacbench.run_dir import RunDir
 from sacbench.tags import EPISODE_TAGS, LOSS_TAGS, TIME_TAGS
+from sacbench.training.run_dir import RunDir
 from tests.trainer_runs import (
     SHORT_RUN,
     read_scalars,

@@ -9,13 +9,15 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.envs import BENCHMARK_ENV_IDS, ENV_SHAPES, EnvError, check_env_id, make_env
-from sacbench.replay import ReplayBuffer
-from sacbench.run_dir import KILL_POINT_VARIABLE, RunDir, RunDirError
 from sacbench.sac.algorithm import Actor
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.learners import make_learner
-from sacbench.train import main, seed_everything, train
+from sacbench.training.cli import main
+from sacbench.training.envs import BENCHMARK_ENV_IDS, ENV_SHAPES, EnvError, check_env_id, make_env
+from sacbench.training.loop import train
+from sacbench.training.replay import ReplayBuffer
+from sacbench.training.rng import seed_everything
+from sacbench.training.run_dir import KILL_POINT_VARIABLE, RunDir, RunDirError
 from tests.trainer_runs import run_trainer
 
 CPU = torch.device("cpu")
@@ -232,3 +234,29 @@ def test_checkpoint_chunk_does_not_store_repeated_next_observations(tmp_path):
     with np.load(tmp_path / name) as archive:
         kept = archive["kept_next_obs"]
     assert len(kept) == 7  # one per episode end (the last row is an episode end too)
+
+
+def test_select_action_switches_from_random_to_policy_at_learning_starts():
+    # Steps before learning_starts sample the action space; from learning_starts on, the policy.
+    import gymnasium as gym
+    import numpy as np
+    import torch
+
+    from sacbench.training.loop import select_action
+
+    class FixedPolicy:
+        def act(self, observation: torch.Tensor) -> torch.Tensor:
+            return torch.full((1, 2), 0.25)
+
+    space = gym.spaces.Box(low=-1.0, high=1.0, shape=(2,), dtype=np.float32)
+    space.seed(0)
+    common = dict(
+        learning_starts=5,
+        observation=np.zeros(3, dtype=np.float32),
+        learner=FixedPolicy(),
+        action_space=space,
+        device=torch.device("cpu"),
+    )
+    random_action = select_action(4, **common)
+    assert not np.allclose(random_action, 0.25) and space.contains(random_action)
+    np.testing.assert_array_equal(select_action(5, **common), np.full(2, 0.25, np.float32))

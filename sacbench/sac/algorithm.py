@@ -11,8 +11,8 @@ Read top to bottom, each piece is what one part of CleanRL's script computes:
 4. Batch, the replay sample the learners consume.
 
 The learners that apply these (sacbench.sac.reference_learner literally, sacbench.sac.fast_learner
-with less work) and the loop that drives them (sacbench.train) live elsewhere, so that this module
-depends on torch alone.
+with less work) and the loop that drives them (sacbench.training.loop) live elsewhere, so that
+this module depends on torch alone.
 """
 
 from __future__ import annotations

@@ -165,8 +165,8 @@ def learner_classes():
     except ImportError:
         from sacbench.args import Args
         from sacbench.fast import FastLearner
-
         from sacbench.replay import Batch
+
         from sacbench.train import ReferenceLearner, update_schedule
     return Args, ReferenceLearner, FastLearner, update_schedule, Batch
 

@@ -18,6 +18,7 @@ import torch
 
 from sacbench.atomic import write_atomically
 from sacbench.sac.algorithm import Batch
+from sacbench.training.errors import CheckpointError
 
 
 class ReplayBuffer:
@@ -139,10 +140,6 @@ class ReplayBuffer:
     def _rows_between(self, first: int, end: int) -> np.ndarray:
         positions = torch.arange(first, end) % self.capacity
         return self.storage[positions.to(self.storage.device)].cpu().numpy()
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be loaded; the message names the file."""
 
 
 def chunk_name(first: int, end: int) -> str:

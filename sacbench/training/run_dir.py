@@ -29,15 +29,12 @@ import torch
 from torch.utils.tensorboard import SummaryWriter
 
 from sacbench import private_api
-from sacbench.atomic import write_atomically, write_json_atomically
+from sacbench.atomic import write_json_atomically
 from sacbench.provenance import host_facts, package_versions, sacbench_version, utc_now
-from sacbench.replay import CheckpointError, ReplayBuffer
 from sacbench.tags import ELAPSED_TAG, EVENT_FILE_MARKER
-
-
-class RunDirError(RuntimeError):
-    """A run directory that cannot be trained into as asked; the message says why and where."""
-
+from sacbench.training.checkpoint import load_state, write_state
+from sacbench.training.errors import CheckpointError, RunDirError
+from sacbench.training.replay import ReplayBuffer
 
 # Where `finish` can be interrupted; tests make the trainer SIGKILL itself at each of them.
 KILL_POINTS = (
@@ -297,10 +294,7 @@ class RunDir:
         self._remove_buffer_chunks(keep=chunks)
 
     def _write_state(self, state: dict[str, Any]) -> None:
-        # The folder is synced too: the chunks named in `state` live there, and both must last.
-        write_atomically(
-            self.state_path, lambda handle: torch.save(state, handle), sync_directory=True
-        )
+        write_state(self.state_path, state)
         self._buffer_cache = state["buffer"]
 
     def _buffer_record(self) -> dict[str, Any]:
@@ -312,15 +306,7 @@ class RunDir:
         return {"added": 0, "chunks": []}
 
     def load_checkpoint(self) -> dict[str, Any]:
-        try:
-            state = torch.load(self.state_path, map_location="cpu", weights_only=False)
-        except Exception as error:  # noqa: BLE001 - report any damage with the file's name
-            raise RunDirError(
-                f"checkpoint {self.state_path} cannot be loaded ({type(error).__name__}: {error}); "
-                "nothing was deleted - move it away to start this run afresh"
-            ) from error
-        if not isinstance(state, dict) or "global_step" not in state or "buffer" not in state:
-            raise RunDirError(f"checkpoint {self.state_path} is not a sacbench checkpoint")
+        state = load_state(self.state_path)
         self._buffer_cache = state["buffer"]
         return state
 

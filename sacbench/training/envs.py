@@ -1,9 +1,10 @@
-"""The six Gymnasium MuJoCo v4 tasks of CleanRL's SAC benchmark, and checks made before training."""
+"""The six Gymnasium MuJoCo v4 tasks of CleanRL's SAC benchmark, checks, and one env step."""
 
 from __future__ import annotations
 
 import importlib.metadata
 import pickle
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -99,3 +100,30 @@ def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
 
 def float32_observation(observation: np.ndarray) -> np.ndarray:
     return np.asarray(observation, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class Transition:
+    next_observation: np.ndarray  # what the buffer stores: the true next (or final) observation
+    reward: float
+    terminated: bool  # stops bootstrapping; a time-limit truncation does not
+    episode_over: bool  # terminated or truncated
+    continue_from: np.ndarray  # the observation the next step acts on (a reset one after an end)
+
+
+def step_env(env: gym.Env, *, action: np.ndarray) -> Transition:
+    """One environment step; a finished episode is reset after its final observation is kept."""
+    next_observation, reward, terminated, truncated, _ = env.step(action)
+    next_observation = float32_observation(next_observation)
+    episode_over = bool(terminated or truncated)
+    continue_from = next_observation
+    if episode_over:
+        reset_observation, _ = env.reset()
+        continue_from = float32_observation(reset_observation)
+    return Transition(
+        next_observation=next_observation,
+        reward=float(reward),
+        terminated=bool(terminated),
+        episode_over=episode_over,
+        continue_from=continue_from,
+    )

@@ -1,0 +1,308 @@
+"""The training loop: CleanRL's SAC loop, with checkpoints, resume, the event log and progress.
+
+`train` prepares a session (arguments, the run dir, learner, buffer, fresh or resumed state) and
+records how it ended; `_training_session` steps the environment until the end or a stop signal.
+The order of the event log's scalars and of the clock readings is CleanRL's and must stay so.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from sacbench.sac.algorithm import LOG_EVERY, update_schedule
+from sacbench.sac.args import Args, run_defining_args, validate_args
+from sacbench.sac.learners import Learner, make_learner
+from sacbench.training.envs import check_env_id, float32_observation, make_env, step_env
+from sacbench.training.event_log import EventLog, SteadyWindow
+from sacbench.training.progress import PROGRESS_FILE_NAME, RunProgress
+from sacbench.training.replay import ReplayBuffer
+from sacbench.training.rng import seed_everything
+from sacbench.training.run_dir import RunDir
+from sacbench.training.session import (
+    LoopState,
+    Session,
+    capture_checkpoint,
+    fresh_state,
+    resume_state,
+)
+from sacbench.training.signals import StopRequested
+
+
+def resolve_device(args: Args) -> torch.device:
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda was asked for, but torch sees no CUDA device")
+    use_cuda = args.device == "cuda" or (
+        args.device == "auto" and args.cuda and torch.cuda.is_available()
+    )
+    return torch.device("cuda" if use_cuda else "cpu")
+
+
+def train(args: Args) -> int:
+    """Train (or resume) the run in args.run_dir; return the process exit status."""
+    _check_arguments(args)
+    run_dir = RunDir(Path(args.run_dir))
+    if _finished_run(run_dir, args):
+        return 0
+    env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
+    device = resolve_device(args)
+    checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
+
+    torch.set_num_threads(args.threads)
+    seed_everything(args.seed, torch_deterministic=args.torch_deterministic)
+    learner, buffer = _build(args, env, device)
+    if checkpoint is None:
+        state = fresh_state(env, seed=args.seed)
+    else:
+        state = resume_state(
+            checkpoint, seed=args.seed, env=env, learner=learner, buffer=buffer, run_dir=run_dir
+        )
+    progress = _progress(run_dir, args, state, checkpoint)
+    run_dir.begin_session(args=args, device=str(device), start_step=state.step)
+    session = Session(args, run_dir, env, learner, buffer, device, progress, state)
+    try:
+        exit_code, exit_status, end_step, elapsed_total = _training_session(session)
+    except BaseException as error:
+        progress.write_failed(elapsed_seconds=time.time() - state.start_time)
+        run_dir.end_session(exit_status=f"error: {type(error).__name__}: {error}", end_step=None)
+        raise
+    _record_end(session, exit_code, exit_status, end_step, elapsed_total)
+    return exit_code
+
+
+def _check_arguments(args: Args) -> None:
+    problems = validate_args(args)
+    if problems:
+        raise ValueError("invalid arguments:\n  " + "\n  ".join(problems))
+    check_env_id(args.env_id)
+    if args.learning_starts >= args.total_timesteps:
+        warnings.warn(
+            f"--learning-starts {args.learning_starts} >= --total-timesteps "
+            f"{args.total_timesteps}: no training update will run",
+            stacklevel=3,  # the caller of train(), as before this check moved here
+        )
+
+
+def _finished_run(run_dir: RunDir, args: Args) -> bool:
+    """True (having said so, and restored complete.json) when the run in run_dir is finished."""
+    if run_dir.differing_args(run_defining_args(args)):
+        return False
+    finished = run_dir.finished_record(total_timesteps=args.total_timesteps)
+    if finished is None:
+        return False
+    # Session settings (threads, device, checkpoint interval) do not change what a run
+    # computes: a finished run is never trained again for them, nor because its
+    # completion record was removed (Snakemake removes it before rerunning a job).
+    restored = not run_dir.is_complete()
+    run_dir.restore_completion(finished)
+    print(
+        f"{run_dir.path} holds a run that finished all {args.total_timesteps} steps "
+        f"(at {finished['finished_at']}); nothing to do"
+        + ("; its completion record was restored" if restored else "")
+        + f". To train it again from scratch, move {run_dir.path} away first."
+    )
+    return True
+
+
+def _build(args: Args, env: gym.Env, device: torch.device) -> tuple[Learner, ReplayBuffer]:
+    obs_dim = int(np.prod(env.observation_space.shape))
+    action_space = env.action_space
+    assert isinstance(action_space, gym.spaces.Box)
+    learner = make_learner(
+        args=args,
+        obs_dim=obs_dim,
+        action_low=action_space.low,
+        action_high=action_space.high,
+        device=device,
+    )
+    buffer = ReplayBuffer(
+        capacity=args.buffer_size,
+        obs_dim=obs_dim,
+        action_dim=action_space.shape[0],
+        seed=args.seed,
+        device=str(device),
+    )
+    return learner, buffer
+
+
+def _progress(
+    run_dir: RunDir, args: Args, state: LoopState, checkpoint: dict[str, Any] | None
+) -> RunProgress:
+    return RunProgress(
+        path=run_dir.path / PROGRESS_FILE_NAME,
+        total_timesteps=args.total_timesteps,
+        learning_starts=args.learning_starts,
+        start_step=state.step,
+        saved=None if checkpoint is None else checkpoint.get("progress"),
+    )
+
+
+def _record_end(
+    session: Session, exit_code: int, exit_status: str, end_step: int, elapsed_total: float
+) -> None:
+    if exit_code == 0:
+        session.run_dir.finish(
+            {"learner": session.learner.state_dict(), "buffer": {"added": session.buffer.added}},
+            global_step=session.args.total_timesteps,
+            elapsed_seconds=elapsed_total,
+        )
+    session.progress.write(
+        state="completed" if exit_code == 0 else "stopped",
+        global_step=end_step,
+        elapsed_seconds=elapsed_total,
+    )
+    session.run_dir.end_session(exit_status=exit_status, end_step=end_step)
+
+
+def _training_session(session: Session) -> tuple[int, str, int, float]:
+    """Steps state.step.. until the end or a stop signal; (exit code, status, end step, elapsed)."""
+    args, state = session.args, session.state
+    event_log = EventLog(*session.run_dir.open_writer())
+    state.event_files = [*state.event_files, {"name": event_log.file_name, "size": 0}]
+    if state.step == 0:
+        event_log.hyperparameters(args)
+    state.observation = float32_observation(state.observation)
+    # From the first training step on: see SteadyWindow.
+    window = SteadyWindow(step=state.step - 1, time=time.time())
+    last_log_step = -1
+    exit_status, exit_code = "completed", 0
+    global_step = state.step
+    session.progress.write(global_step=state.step, elapsed_seconds=time.time() - state.start_time)
+    with StopRequested() as stop:
+        for global_step in range(state.step, args.total_timesteps):
+            if global_step == args.learning_starts + 1:
+                window.restart(global_step - 1, time.time())
+            action = select_action(
+                global_step,
+                learning_starts=args.learning_starts,
+                observation=state.observation,
+                learner=session.learner,
+                action_space=session.env.action_space,
+                device=session.device,
+            )
+            _env_step(session, event_log, global_step, action)
+            if _train_step(session, event_log, window, global_step):
+                last_log_step = global_step
+            finished_steps = global_step + 1
+            _maybe_checkpoint(session, event_log, window, stop, finished_steps)
+            stopped = _stop_status(stop, finished_steps, args.total_timesteps)
+            if stopped is not None:
+                exit_status, exit_code = stopped
+                break
+            _report_progress(session, finished_steps)
+        elapsed_total = time.time() - state.start_time
+        # The last step's elapsed time, unless the log cadence has just written it.
+        if exit_code == 0 and last_log_step != args.total_timesteps - 1:
+            event_log.elapsed(args.total_timesteps - 1, elapsed_total)
+        event_log.close()
+        session.env.close()
+    return exit_code, exit_status, global_step + 1, elapsed_total
+
+
+def select_action(
+    global_step: int,
+    *,
+    learning_starts: int,
+    observation: np.ndarray,
+    learner: Learner,
+    action_space: gym.Space,
+    device: torch.device,
+) -> np.ndarray:
+    """Random actions before learning_starts (CleanRL's warm-up), the policy's from it on."""
+    if global_step < learning_starts:
+        return action_space.sample()
+    action_tensor = learner.act(torch.as_tensor(observation, device=device)[None])
+    return action_tensor[0].cpu().numpy()
+
+
+def _env_step(session: Session, event_log: EventLog, global_step: int, action: np.ndarray) -> None:
+    state = session.state
+    transition = step_env(session.env, action=action)
+    session.buffer.add(
+        observation=state.observation,
+        next_observation=transition.next_observation,
+        action=action,
+        reward=transition.reward,
+        terminated=transition.terminated,
+    )
+    state.episode_return += transition.reward
+    state.episode_length += 1
+    state.observation = transition.continue_from
+    if transition.episode_over:
+        event_log.episode(
+            global_step, episode_return=state.episode_return, episode_length=state.episode_length
+        )
+        print(f"global_step={global_step}, episodic_return={state.episode_return}", flush=True)
+        session.progress.record_episode(episodic_return=state.episode_return)
+        state.episode_return, state.episode_length = 0.0, 0
+
+
+def _train_step(
+    session: Session, event_log: EventLog, window: SteadyWindow, global_step: int
+) -> bool:
+    """The update the schedule asks for at global_step, if any; True when it was a log point."""
+    args = session.args
+    schedule = update_schedule(
+        global_step,
+        learning_starts=args.learning_starts,
+        policy_frequency=args.policy_frequency,
+        target_network_frequency=args.target_network_frequency,
+    )
+    if not schedule.train:
+        return False
+    metrics = session.learner.update(session.buffer.sample(args.batch_size), schedule)
+    if not schedule.log:
+        return False
+    now = time.time()
+    elapsed = now - session.state.start_time
+    event_log.update(metrics, global_step, elapsed=elapsed, steady_sps=window.sps(global_step, now))
+    window.restart(global_step, now)
+    print(f"global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True)
+    return True
+
+
+def _maybe_checkpoint(
+    session: Session,
+    event_log: EventLog,
+    window: SteadyWindow,
+    stop: StopRequested,
+    finished_steps: int,
+) -> None:
+    """Checkpoint at the interval, or when a stop was asked for, unless the run is done."""
+    args = session.args
+    periodic = args.checkpoint_interval > 0 and finished_steps % args.checkpoint_interval == 0
+    if not (periodic or stop.requested) or finished_steps >= args.total_timesteps:
+        return
+    checkpoint_started = time.time()
+    elapsed_seconds = time.time() - session.state.start_time  # read before the flush, as always
+    event_log.flush()  # the checkpoint records the event files' sizes
+    capture_checkpoint(session, global_step=finished_steps, elapsed_seconds=elapsed_seconds)
+    # Keep steady_SPS about training: the pause for the checkpoint is not counted.
+    window.pause(time.time() - checkpoint_started)
+
+
+def _stop_status(
+    stop: StopRequested, finished_steps: int, total_timesteps: int
+) -> tuple[str, int] | None:
+    """(exit status, exit code) when a signal stops the run here (it was just checkpointed)."""
+    if not stop.requested or finished_steps >= total_timesteps:
+        return None
+    assert stop.signal_number is not None
+    name = signal.Signals(stop.signal_number).name
+    print(f"{name} received: checkpointed at step {finished_steps}; rerun to resume")
+    return f"signal {name}", 128 + stop.signal_number
+
+
+def _report_progress(session: Session, finished_steps: int) -> None:
+    # In the random-action phase too: watchers see a run move from its first steps on.
+    if finished_steps % LOG_EVERY == 0 and finished_steps < session.args.total_timesteps:
+        session.progress.update(
+            global_step=finished_steps, elapsed_seconds=time.time() - session.state.start_time
+        )
