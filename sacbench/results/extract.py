@@ -9,25 +9,13 @@ from typing import Any
 
 from sacbench.atomic import write_atomically
 from sacbench.events import Reader, event_files, read_run_scalars
-from sacbench.results.runs import ResultsInputError
-
-
-def _read_json_object(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ResultsInputError(f"{path} not found")
-    try:
-        content = json.loads(path.read_text())
-    except json.JSONDecodeError as error:
-        raise ResultsInputError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(content, dict):
-        raise ResultsInputError(f"{path}: expected a JSON object")
-    return content
+from sacbench.results.runs import ResultsInputError, read_json_object
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """metadata.json merged with complete.json (whose keys must not clash with metadata's)."""
-    metadata = _read_json_object(run_dir / "metadata.json")
-    complete = _read_json_object(run_dir / "complete.json")
+    metadata = read_json_object(run_dir / "metadata.json", what="the run's metadata")
+    complete = read_json_object(run_dir / "complete.json", what="the completion record")
     for key, kind in (("global_step", int), ("elapsed_seconds", int | float)):
         value = complete.get(key)
         if isinstance(value, bool) or not isinstance(value, kind):

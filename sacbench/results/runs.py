@@ -129,18 +129,26 @@ def read_extracted_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
+def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
+    """A JSON file that must hold an object; errors name the file and what it should be."""
+    if not path.is_file():
+        raise ResultsInputError(f"{path} not found")
+    try:
+        content = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise ResultsInputError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(content, dict):
+        raise ResultsInputError(f"{path}: expected a JSON object ({what})")
+    return content
+
+
 def _load_run(extracted_dir: Path, key: RunKey) -> Run:
     csv_path, json_path = extracted_paths(extracted_dir, key)
     for path in (csv_path, json_path):
         if not path.is_file():
             raise ResultsInputError(f"{key.label}: {path} not found")
     scalars = read_extracted_csv(csv_path)
-    try:
-        summary = json.loads(json_path.read_text())
-    except json.JSONDecodeError as error:
-        raise ResultsInputError(f"{json_path}: not valid JSON ({error})") from None
-    if not isinstance(summary, dict):
-        raise ResultsInputError(f"{json_path}: expected a JSON object (the run summary)")
+    summary = read_json_object(json_path, what="the run summary")
     args = summary.get("args") if isinstance(summary.get("args"), dict) else {}
     recorded = (args.get("env_id"), args.get("seed"))
     if recorded != (key.env_id, key.seed):
