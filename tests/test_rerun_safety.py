@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 
 from sacbench.atomic import new_file_mode
 from sacbench.tags import TIME_TAGS
+from sacbench.training.checkpoint import load_state
 from sacbench.training.run_dir import KILL_POINT_VARIABLE, KILL_POINTS
-from tests.trainer_runs import read_scalars, reproducible, run_trainer
+from tests.trainer_runs import read_scalars, reproducible, run_trainer, write_format_1_state
 from tests.workflow_copies import run_verbatim, workflow_copy, write_config
 
 pytestmark = pytest.mark.slow
@@ -222,14 +222,14 @@ def test_a_finished_run_of_an_older_sacbench_is_repaired_not_retrained(tmp_path:
     run_dir = tmp_path / "run"
     run_trainer(run_dir, *SHORT)
     record = json.loads((run_dir / "complete.json").read_text())
-    # Make it look like sacbench 0.1.0 left it: no final marks, no complete.json.
+    # Make it look like sacbench 0.1.0 left it: format 1, no final marks, no complete.json.
     state_path = run_dir / "checkpoint" / "state.pt"
-    state = torch.load(state_path, weights_only=False)
+    state = load_state(state_path)
     for key in ("finished", "completion"):
         state.pop(key)
     state["global_step"] = 300
     state["buffer"] = {"added": 300, "chunks": ["rows-000000000000-000000000300.npz"]}
-    torch.save(state, state_path)
+    write_format_1_state(state_path, state)
     (run_dir / "complete.json").unlink()
     before = fingerprint(run_dir)
 

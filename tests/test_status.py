@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 import yaml
 
 from sacbench.events import read_run_scalars
 from sacbench.status import HEADERS, RunKey, classify, read_run_status
+from sacbench.training.checkpoint import load_state
 from sacbench.training.progress import RETURN_WINDOW, RunProgress
-from tests.trainer_runs import run_trainer, start_trainer, train_command
+from tests.trainer_runs import run_trainer, start_trainer, train_command, write_format_1_state
 from tests.workflow_copies import interruptible
 
 pytestmark = pytest.mark.slow
@@ -155,12 +155,13 @@ def test_resumed_run_reports_the_uninterrupted_returns_window(stopped_run, finis
 
 
 def test_checkpoint_without_progress_state_still_resumes(stopped_run, tmp_path):
-    """Checkpoints written before progress.json existed: the window restarts at the resume."""
+    """Checkpoints written before progress.json existed (format 1): the window restarts at the
+    resume."""
     run_dir = copy_run(stopped_run, tmp_path / "run")
     state_path = run_dir / "checkpoint" / "state.pt"
-    state = torch.load(state_path, weights_only=False)
+    state = load_state(state_path)
     del state["progress"]
-    torch.save(state, state_path)
+    write_format_1_state(state_path, state)
     run_trainer(run_dir, *RUN)
     progress = read_progress(run_dir)
     returns_after = [

@@ -6,14 +6,17 @@ import json
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from sacbench.events import read_run_scalars
 from sacbench.tags import EPISODE_TAGS, LOSS_TAGS, TIME_TAGS
+from sacbench.training.checkpoint import load_state
 from sacbench.training.run_dir import RunDir
 from tests.trainer_runs import (
     SHORT_RUN,
@@ -21,6 +24,7 @@ from tests.trainer_runs import (
     reproducible,
     run_trainer,
     start_trainer,
+    write_format_1_state,
 )
 
 pytestmark = pytest.mark.slow
@@ -190,15 +194,47 @@ def test_reference_path_killed_and_resumed_equals_uninterrupted(finished_referen
     assert 330 < metadata["sessions"][1]["start_step"] < 400  # resumed mid-interval, training
 
 
+def test_legacy_checkpoint_resumes(finished_run, tmp_path):
+    """A format-1 state.pt (numpy arrays in the pickle), as runs in flight hold them."""
+    run_dir = tmp_path / "run"
+
+    def rewrite_as_format_1(state_path: Path) -> None:
+        state = load_state(state_path)
+        assert state["global_step"] > 1000  # resumes into the training phase
+        write_format_1_state(state_path, state)
+        assert "numpy.ndarray" in torch.serialization.get_unsafe_globals_in_checkpoint(
+            str(state_path)
+        )
+
+    _assert_killed_and_resumed_run_equals(
+        finished_run,
+        run_dir,
+        RUN,
+        signal_number=signal.SIGTERM,
+        at_step=1150,
+        before_resume=rewrite_as_format_1,
+    )
+    assert torch.load(run_dir / "checkpoint" / "state.pt", weights_only=True)["format"] == 2
+
+
 def _assert_killed_and_resumed_run_equals(
-    finished: Path, run_dir: Path, run: tuple[str, ...], *, signal_number: int, at_step: int
+    finished: Path,
+    run_dir: Path,
+    run: tuple[str, ...],
+    *,
+    signal_number: int,
+    at_step: int,
+    before_resume: Callable[[Path], None] | None = None,
 ) -> None:
+    """Kill the run at `at_step`, then resume it (after `before_resume` has seen its state.pt)."""
     process = start_trainer(run_dir, *run)
     output = _signal_when(process, at_step=at_step, signal_number=signal_number)
     assert process.returncode in (128 + signal_number, -signal_number), "".join(output)
     assert not (run_dir / "complete.json").exists()
     if signal_number != signal.SIGKILL:
         assert any("checkpointed at step" in line for line in output)
+    if before_resume is not None:
+        before_resume(run_dir / "checkpoint" / "state.pt")
 
     run_trainer(run_dir, *run)
 

@@ -8,7 +8,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+import numpy as np
+import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from sacbench.tags import TIME_TAGS  # clock-dependent; everything else is reproducible
@@ -83,6 +86,18 @@ def read_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 def reproducible(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float]]]:
     return {tag: series for tag, series in scalars.items() if tag not in TIME_TAGS}
+
+
+def write_format_1_state(path: Path, state: dict[str, Any]) -> None:
+    """Write `state`, as load_state returns it, the way sacbench wrote checkpoints before format
+    2 (as runs still in flight hold them): torch.save of the dict as it is, with the observation
+    and numpy's MT19937 key as numpy arrays, and no "format" key."""
+    assert "format" not in state
+    if "observation" in state:
+        assert isinstance(state["observation"], np.ndarray)
+        algorithm, key, *_ = state["rng"]["numpy"]
+        assert algorithm == "MT19937" and isinstance(key, np.ndarray) and key.dtype == np.uint32
+    torch.save(state, path)
 
 
 def _quiet_env() -> dict[str, str]:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import importlib.metadata
+import io
 import pickle
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+from sacbench.training.errors import RunDirError
 
 BENCHMARK_ENV_IDS: tuple[str, ...] = (
     "HalfCheetah-v4",
@@ -74,7 +78,13 @@ def capture_env_state(env: gym.Env) -> dict[str, Any]:
     """Everything needed to continue an episode bit-for-bit after a restart.
 
     The whole MjData is kept (not just qpos/qvel): some tasks' rewards read quantities the previous
-    step computed, and the solver warm-starts from the previous step's accelerations.
+    step computed, and the solver warm-starts from the previous step's accelerations. It is kept
+    as a pickle because nothing public serialises all of it: mujoco 2.3.7's mj_getState omits
+    the derived fields the next step reads. E.g. Humanoid-v4's reward starts from the centre of
+    mass in data.xipos as the previous mj_step left it (computed before that step integrated);
+    after mj_setState and mj_forward, xipos is recomputed at the new positions, so the first
+    reward after a resume would differ. The pickle is read back by a restricted unpickler
+    (load_mj_data), so a checkpoint cannot make the trainer run code.
     """
     # Imported here: private_api loads torch, and the pipeline reads ENV_SHAPES without it.
     from sacbench.private_api import time_limit_steps
@@ -88,14 +98,43 @@ def capture_env_state(env: gym.Env) -> dict[str, Any]:
     }
 
 
-def restore_env_state(env: gym.Env, state: dict[str, Any]) -> None:
+def restore_env_state(env: gym.Env, state: dict[str, Any], *, source: Path) -> None:
+    """Continue the episode `state` captured; `source` (the checkpoint file) names it in errors."""
     from sacbench.private_api import set_time_limit_steps
 
     unwrapped = env.unwrapped
-    unwrapped.data = pickle.loads(state["mj_data"])  # type: ignore[attr-defined]
+    unwrapped.data = load_mj_data(state["mj_data"], source=source)  # type: ignore[attr-defined]
     set_time_limit_steps(env, state["elapsed_steps"])
     unwrapped.np_random.bit_generator.state = state["env_rng"]
     env.action_space.np_random.bit_generator.state = state["action_space_rng"]
+
+
+# The only global a pickled MjData names (mujoco 2.3.7); tests/test_checkpoint.py checks a real
+# one, so a mujoco release that pickles differently fails there, not at a resume.
+MJ_DATA_PICKLE_GLOBALS = frozenset({("mujoco._structs", "MjData")})
+
+
+class _MjDataUnpickler(pickle.Unpickler):
+    """Unpickles an MjData and nothing else: any other global is refused before it is looked up."""
+
+    def __init__(self, blob: bytes, *, source: Path) -> None:
+        super().__init__(io.BytesIO(blob))
+        self.source = source
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) not in MJ_DATA_PICKLE_GLOBALS:
+            raise RunDirError(
+                f"checkpoint {self.source} cannot be loaded: its MuJoCo state (env.mj_data) "
+                f"names {module}.{name}, but only mujoco._structs.MjData may be unpickled there, "
+                "so nothing it names was called. Nothing was deleted - move it away to start "
+                "this run afresh"
+            )
+        return super().find_class(module, name)
+
+
+def load_mj_data(blob: bytes, *, source: Path) -> Any:
+    """The MjData pickled in `blob` by capture_env_state; RunDirError for any other content."""
+    return _MjDataUnpickler(blob, source=source).load()
 
 
 def float32_observation(observation: np.ndarray) -> np.ndarray:

@@ -2,8 +2,5 @@
 
 
 class RunDirError(RuntimeError):
-    """A run directory that cannot be trained into as asked; the message says why and where."""
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be loaded; the message names the file."""
+    """A run directory that cannot be trained into as asked (its checkpoint or replay buffer
+    chunks included); the message says why and names the file."""

@@ -18,7 +18,7 @@ import torch
 
 from sacbench.atomic import write_atomically
 from sacbench.sac.algorithm import Batch
-from sacbench.training.errors import CheckpointError
+from sacbench.training.errors import RunDirError
 
 
 class ReplayBuffer:
@@ -114,11 +114,11 @@ class ReplayBuffer:
             try:
                 rows = _read_chunk(directory / name, obs_dim=self.obs_dim)
             except Exception as error:  # noqa: BLE001 - any damage is reported with the file
-                raise CheckpointError(
+                raise RunDirError(
                     f"replay buffer chunk {directory / name} is unreadable: {error}"
                 ) from error
             if rows.shape != (end - first, self.row_width):
-                raise CheckpointError(
+                raise RunDirError(
                     f"replay buffer chunk {directory / name} has shape {rows.shape}, "
                     f"expected {(end - first, self.row_width)}"
                 )
@@ -132,7 +132,7 @@ class ReplayBuffer:
                 start = stop
         self.added = added
         if names and parse_chunk_name(names[-1])[1] != added:
-            raise CheckpointError(
+            raise RunDirError(
                 f"replay buffer chunks in {directory} end at transition "
                 f"{parse_chunk_name(names[-1])[1]}, but the checkpoint holds {added}"
             )

@@ -33,7 +33,7 @@ from sacbench.atomic import write_json_atomically
 from sacbench.provenance import host_facts, package_versions, sacbench_version, utc_now
 from sacbench.tags import ELAPSED_TAG, EVENT_FILE_MARKER
 from sacbench.training.checkpoint import load_state, write_state
-from sacbench.training.errors import CheckpointError, RunDirError
+from sacbench.training.errors import RunDirError
 from sacbench.training.replay import ReplayBuffer
 
 # Where `finish` can be interrupted; tests make the trainer SIGKILL itself at each of them.
@@ -312,7 +312,4 @@ class RunDir:
 
     def load_buffer(self, buffer: ReplayBuffer, checkpoint: dict[str, Any]) -> None:
         record = checkpoint["buffer"]
-        try:
-            buffer.load_chunks(self.checkpoint_dir, record["chunks"], added=record["added"])
-        except CheckpointError as error:
-            raise RunDirError(str(error)) from error
+        buffer.load_chunks(self.checkpoint_dir, record["chunks"], added=record["added"])

@@ -74,7 +74,7 @@ def resume_state(
     buffer.rng.bit_generator.state = checkpoint["buffer_rng"]
     # Satisfies the wrappers' reset-before-step check; the state is then overwritten.
     env.reset(seed=seed)
-    restore_env_state(env, checkpoint["env"])
+    restore_env_state(env, checkpoint["env"], source=run_dir.state_path)
     restore_rng_states(checkpoint["rng"])
     event_files = checkpoint["event_files"]
     run_dir.trim_event_files(event_files)

@@ -10,15 +10,21 @@ then compare the two JSON files with `diff` (they must be identical):
 What it records:
 1. end to end, through `python -m sacbench.train` only (the CLI must stay identical): for each
    configuration below, every scalar except the clock-dependent ones (exact float32 values, as
-   repr), the tags' set, complete.json's global_step, and a SHA-256 of every tensor of the final
-   learner state in checkpoint/state.pt;
+   repr), the tags' set, complete.json's global_step, and a SHA-256 of every tensor of the
+   learner state at the last periodic checkpoint (step 1,250). That checkpoint, not the final
+   state, because trees older than the final state (c69aed0, the redesign's baseline) keep no
+   learner after step 1,250: each run is stopped just before it writes its final state (trees
+   with a final state obey SACBENCH_TEST_KILL_AT; older ones ignore it and finish), its scalars
+   and checkpoint are read, and then it is finished by a resume, which must leave the scalars
+   as they were;
 2. in process, the three gradient formulations (reference, fast/handwritten, fast/autograd) on
    fixed random batches: every metric of every update and a hash of every parameter after them.
    The autograd formulation is only reachable from the CLI with --compile, hence this part.
-Cross-version resume (optional): `--make-legacy DIR` at the OLD commit leaves a run killed just
-before its final state (its last periodic checkpoint in the old format); `--resume-legacy DIR` at
-the NEW commit resumes it and records its scalars under "legacy-resume", which must equal the
-uninterrupted "fast" run's.
+Cross-version resume (optional): `--make-legacy DIR` at an OLD commit that has the final state
+(bbaa792 or later) leaves a "fast" run killed just before its final state, i.e. its last periodic
+checkpoint in that commit's format; `--resume-legacy DIR` at the NEW commit resumes it and
+records its scalars under "legacy-resume", which must equal the uninterrupted "fast" run's (so
+that output is not diffed against a plain one).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import argparse
 import hashlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -94,7 +101,8 @@ def trainer(repo: Path, run_dir: Path, flags: list[str], **env: str) -> None:
         capture_output=True,
         text=True,
     )
-    if done.returncode != 0 and not env:
+    # A kill point makes the trainer SIGKILL itself; a tree without kill points finishes.
+    if done.returncode not in ((0, -signal.SIGKILL) if env else (0,)):
         raise SystemExit(f"trainer failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
 
 
@@ -141,18 +149,34 @@ def tensor_hashes(tree, prefix: str = "") -> dict[str, str]:
     return {prefix: repr(tree)} if isinstance(tree, int | float | bool | str | None) else {}
 
 
-def run_record(run_dir: Path) -> dict:
+KILL_BEFORE_FINAL_STATE = {"SACBENCH_TEST_KILL_AT": "before-final-state"}
+
+
+def checkpoint_state(run_dir: Path) -> dict:
     import torch
 
-    state = torch.load(
-        run_dir / "checkpoint" / "state.pt", map_location="cpu", weights_only=False
-    )  # our own file, written a moment ago
+    # Our own file, written a moment ago, in whichever layout the tree writes (numpy arrays
+    # inside before checkpoint format 2).
+    return torch.load(run_dir / "checkpoint" / "state.pt", map_location="cpu", weights_only=False)
+
+
+def run_record(repo: Path, run_dir: Path, flags: list[str]) -> dict:
+    """Train (stopped before the final state where the tree has one), record, then finish."""
+    trainer(repo, run_dir, flags, **KILL_BEFORE_FINAL_STATE)
+    state = checkpoint_state(run_dir)
     learner = {key: value for key, value in state["learner"].items() if key != "last"}
-    return {
+    record = {
         "scalars": scalars(run_dir),
-        "complete_global_step": json.loads((run_dir / "complete.json").read_text())["global_step"],
-        "final_learner": tensor_hashes(learner),
+        "checkpoint_step": state["global_step"],
+        "checkpoint_learner": tensor_hashes(learner),
     }
+    if not (run_dir / "complete.json").exists():
+        trainer(repo, run_dir, flags)
+        assert scalars(run_dir) == record["scalars"], f"{run_dir}: the resume changed the scalars"
+    record["complete_global_step"] = json.loads((run_dir / "complete.json").read_text())[
+        "global_step"
+    ]
+    return record
 
 
 def learner_classes():
@@ -228,6 +252,29 @@ def formulations() -> dict:
     return out
 
 
+def make_legacy(repo: Path, run_dir: Path) -> None:
+    trainer(repo, run_dir, RUNS["fast"], **KILL_BEFORE_FINAL_STATE)
+    if (run_dir / "complete.json").exists():
+        raise SystemExit(
+            f"{repo} finished the run: it predates SACBENCH_TEST_KILL_AT (the final state, "
+            "bbaa792), so its runs leave no checkpoint to resume; use a later commit"
+        )
+    state = checkpoint_state(run_dir)
+    print(f"{run_dir}: checkpoint at step {state['global_step']}, format {state.get('format', 1)}")
+
+
+def resume_legacy(repo: Path, run_dir: Path) -> dict:
+    """Finish the run --make-legacy left (in another tree's checkpoint format) with this tree."""
+    legacy = checkpoint_state(run_dir)
+    assert not (run_dir / "complete.json").exists(), f"{run_dir} is finished already"
+    trainer(repo, run_dir, RUNS["fast"])
+    return {
+        "resumed_from": {"step": legacy["global_step"], "format": legacy.get("format", 1)},
+        "now_format": checkpoint_state(run_dir).get("format", 1),
+        "scalars": scalars(run_dir),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repo", type=Path, required=True)
@@ -253,18 +300,15 @@ def main() -> None:
     if not Path(sacbench.__file__).resolve().is_relative_to(repo):
         raise SystemExit(f"in process, sacbench is {sacbench.__file__}, not under {repo}")
     if options.make_legacy:
-        trainer(repo, options.make_legacy, RUNS["fast"], SACBENCH_TEST_KILL_AT="before-final-state")
-        assert (options.make_legacy / "checkpoint" / "state.pt").exists()
+        make_legacy(repo, options.make_legacy)
         return
     record: dict = {}
     with tempfile.TemporaryDirectory(prefix="fingerprint-") as scratch:
         runs = {"quick": QUICK} if options.quick else RUNS
         for name, flags in runs.items():
-            trainer(repo, Path(scratch) / name, flags)
-            record[name] = run_record(Path(scratch) / name)
+            record[name] = run_record(repo, Path(scratch) / name, flags)
     if options.resume_legacy:
-        trainer(repo, options.resume_legacy, RUNS["fast"])
-        record["legacy-resume"] = {"scalars": scalars(options.resume_legacy)}
+        record["legacy-resume"] = resume_legacy(repo, options.resume_legacy)
         assert record["legacy-resume"]["scalars"] == record["fast"]["scalars"], "resume differs"
     record["formulations"] = formulations()
     text = json.dumps(record, indent=1, sort_keys=True) + "\n"
