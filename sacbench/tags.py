@@ -15,6 +15,10 @@ LENGTH_TAG = "charts/episodic_length"
 SPS_TAG = "charts/SPS"
 STEADY_SPS_TAG = "charts/steady_SPS"
 ELAPSED_TAG = "charts/elapsed_seconds"
+# CleanRL's evaluation tags (its TD3 and DDPG scripts): one point per evaluation episode of the
+# deterministic policy, all of an evaluation's episodes at the step it was run.
+EVAL_RETURN_TAG = "eval/episodic_return"
+EVAL_LENGTH_TAG = "eval/episodic_length"
 
 # The learners' metric names; each is written as loss_tag(name).
 LOSS_NAMES: tuple[str, ...] = (
@@ -37,5 +41,7 @@ def loss_tag(name: str) -> str:
 LOSS_TAGS: tuple[str, ...] = tuple(loss_tag(name) for name in LOSS_NAMES)
 # One point per finished episode, at the episode's last step.
 EPISODE_TAGS: tuple[str, ...] = (RETURN_TAG, LENGTH_TAG)
+# Several points share one step: an evaluation logs each of its episodes at the same step.
+EVAL_TAGS: tuple[str, ...] = (EVAL_RETURN_TAG, EVAL_LENGTH_TAG)
 # At the loss cadence; they measure time, so they differ between any two runs.
 TIME_TAGS: tuple[str, ...] = (SPS_TAG, STEADY_SPS_TAG, ELAPSED_TAG)

@@ -59,6 +59,23 @@ def test_extract_writes_the_scalar_table_and_the_run_summary(tmp_path: Path) -> 
     assert sorted(p.name for p in output.parent.iterdir()) == ["1.csv", "1.json"]  # no temp left
 
 
+def test_extract_carries_the_evaluations_into_csv_and_json(tmp_path: Path) -> None:
+    run = SyntheticRun(eval_frequency=1000, eval_episodes=4)
+    run_dir = write_run_dir(tmp_path / "run", run)
+    output = tmp_path / "out" / "1.csv"
+    assert main(["extract", "--run-dir", str(run_dir), "--output", str(output)]) == 0
+    scalars = read_extracted_csv(output)
+    pdt.assert_frame_equal(scalars, run.expected_frame())
+    for tag in ("eval/episodic_return", "eval/episodic_length"):
+        assert scalars[scalars.tag == tag].step.tolist() == [1000] * 4 + [2000] * 4
+    summary = json.loads(output.with_suffix(".json").read_text())
+    assert summary["extraction"]["evaluations"] == [
+        {"step": step, "episodes": 4, "mean_return": 100.0 + 0.1 * step + 10.0}
+        for step in (1000, 2000)
+    ]
+    assert summary["args"]["eval_episodes"] == 4
+
+
 def test_extract_errors_name_the_file_and_keep_good_outputs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
