@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from tensorboard.compat.proto import event_pb2
 
-from sacbench.tags import EVAL_TAGS, EVENT_FILE_MARKER
+from sacbench.tags import EVAL_EPISODE_TAGS, EVENT_FILE_MARKER
 
 Reader = Literal["records", "event-accumulator"]
 READERS: tuple[str, ...] = ("records", "event-accumulator")
@@ -208,10 +208,10 @@ def read_event_file(path: Path | str, *, reader: Reader = "records") -> pd.DataF
 
 def _check_each_point_once(run_dir: Path, scalars: pd.DataFrame) -> None:
     """A (tag, step) pair may appear once, except that an evaluation logs all its episodes at
-    one step (EVAL_TAGS); those points must still come from one file. Anything else means the
-    files do not form one history."""
+    one step (EVAL_EPISODE_TAGS); those points must still come from one file. Anything else
+    means the files do not form one history."""
     repeated = scalars.duplicated(subset=["tag", "step"], keep=False)
-    several_points = scalars["tag"].isin(EVAL_TAGS)
+    several_points = scalars["tag"].isin(EVAL_EPISODE_TAGS)
     files_per_point = scalars.groupby(["tag", "step"])["_file"].transform("nunique")
     clashing = (repeated & ~several_points) | (several_points & (files_per_point > 1))
     if not clashing.any():

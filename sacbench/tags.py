@@ -42,6 +42,6 @@ LOSS_TAGS: tuple[str, ...] = tuple(loss_tag(name) for name in LOSS_NAMES)
 # One point per finished episode, at the episode's last step.
 EPISODE_TAGS: tuple[str, ...] = (RETURN_TAG, LENGTH_TAG)
 # Several points share one step: an evaluation logs each of its episodes at the same step.
-EVAL_TAGS: tuple[str, ...] = (EVAL_RETURN_TAG, EVAL_LENGTH_TAG)
+EVAL_EPISODE_TAGS: tuple[str, ...] = (EVAL_RETURN_TAG, EVAL_LENGTH_TAG)
 # At the loss cadence; they measure time, so they differ between any two runs.
 TIME_TAGS: tuple[str, ...] = (SPS_TAG, STEADY_SPS_TAG, ELAPSED_TAG)

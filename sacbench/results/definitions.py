@@ -42,9 +42,9 @@ def runtime_definitions() -> list[str]:
         f"{published.LABEL} runtime / 0.95.",
         "**Evaluation time is excluded**: the trainer's evaluations (every --eval-frequency "
         "steps, and the final one after the last step) are not training, and their time is "
-        f"left out of {SPS_TAG}, {STEADY_SPS_TAG} and {ELAPSED_TAG}, so CleanRL SPS, steady "
-        "training SPS, the openrlbenchmark-compatible and the projected minutes count training "
-        "time only.",
+        f"left out of {SPS_TAG}, {STEADY_SPS_TAG}, {ELAPSED_TAG} and complete.json's "
+        "elapsed_seconds, so every figure in this table (SPS, steady SPS, wall-clock, "
+        "openrlbenchmark-compatible and projected minutes) counts training time only.",
         "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
         "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
         "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",

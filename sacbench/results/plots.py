@@ -28,7 +28,6 @@ from sacbench.results.runs import Run, RunSet  # noqa: E402
 from sacbench.tags import (  # noqa: E402
     ELAPSED_TAG,
     EVAL_RETURN_TAG,
-    EVAL_TAGS,
     RETURN_TAG,
     SPS_TAG,
     STEADY_SPS_TAG,
@@ -152,13 +151,14 @@ def _published_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) ->
 
 
 def _steps_done(runset: RunSet, env_id: str) -> float | None:
-    """The longest run's step count (its last logged training step + 1) in a task's panel;
-    evaluations, logged at the number of steps done, are not training steps."""
+    """The longest run's step count in a task's panel: the step of its last charts/elapsed_seconds
+    (the trainer logs it at the last step) + 1. Evaluations are logged at the number of steps
+    done, one more than the last step's index, so the last step of any tag would overcount."""
     steps = [
-        float(training["step"].max()) + 1.0
+        float(elapsed["step"].max()) + 1.0
         for variant in runset.selection.variants
         for run in runset.runs_of(variant, env_id)
-        if not (training := run.scalars[~run.scalars["tag"].isin(EVAL_TAGS)]).empty
+        if not (elapsed := run.series(ELAPSED_TAG)).empty
     ]
     return max(steps) if steps else None
 
