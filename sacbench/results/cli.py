@@ -8,6 +8,7 @@
     python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..]
                                         (sac, sac-time, sac-sps, sac-eval: .png, .svg)
     python -m sacbench.report aggregate ... --md OUT.md --csv OUT.csv [--bootstrap-resamples 2000]
+    python -m sacbench.report video     --run-dir DIR --mp4 OUT.mp4 --html OUT.html
 
 Every command computes all of its outputs in memory first and then writes each through a
 temporary file and a rename, so a failure never leaves a partial table over a good one.
@@ -32,6 +33,7 @@ from sacbench.results.render import TableText
 from sacbench.results.returns import returns_table
 from sacbench.results.runs import ResultsInputError, RunSet, Selection, load_runs
 from sacbench.results.runtimes import runtimes_table
+from sacbench.results.videos import publish_video
 
 # The names of sacbench.results.plots.FIGURES, which imports matplotlib only when plots are drawn.
 FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval")
@@ -225,6 +227,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=10,
         help="trailing mean over this many episodes per seed in the return plots (1: none)",
     )
+
+    video = commands.add_parser(
+        "video", help="a run's videos/final.mp4 -> OUT.mp4, and OUT.html that plays it"
+    )
+    video.add_argument("--run-dir", type=Path, required=True)
+    video.add_argument("--mp4", type=Path, required=True)
+    video.add_argument("--html", type=Path, required=True)
     return parser
 
 
@@ -235,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             extract_run(run_dir=options.run_dir, output_csv=options.output, reader=options.reader)
         elif options.command == "plots":
             command_plots(options)
+        elif options.command == "video":
+            publish_video(run_dir=options.run_dir, mp4=options.mp4, page=options.html)
         else:
             command_table(options.command, options)
     except (ReportError, ResultsInputError, EventLogError, ValueError) as error:
