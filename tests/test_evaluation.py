@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import subprocess
 import sys
@@ -24,8 +25,9 @@ import imageio.v2 as imageio
 import numpy as np
 import pytest
 import torch
+from torch.utils.tensorboard import SummaryWriter
 
-from sacbench.events import read_run_scalars
+from sacbench.events import EventLogError, read_run_scalars
 from sacbench.sac.algorithm import deterministic_action, sample_action
 from sacbench.sac.args import (
     DEFAULTS_OF_UNRECORDED_FIELDS,
@@ -38,7 +40,12 @@ from sacbench.sac.policy import policy_forward
 from sacbench.sac.reference_learner import ReferenceLearner
 from sacbench.tags import EVAL_EPISODE_TAGS, EVAL_TAGS
 from sacbench.training.evaluate_cli import evaluate_saved_policy, main
-from sacbench.training.evaluation import episode_seed, evaluation_due
+from sacbench.training.evaluation import (
+    Evaluator,
+    deterministic_policy,
+    episode_seed,
+    evaluation_due,
+)
 from sacbench.training.policy_file import POLICY_FORMAT_VERSION, load_policy, save_policy
 from sacbench.training.run_dir import KILL_POINT_VARIABLE
 from tests.trainer_runs import read_scalars, reproducible, run_trainer
@@ -108,6 +115,46 @@ def test_evaluation_arguments_are_checked_and_classified():
     assert not set(DEFAULTS_OF_UNRECORDED_FIELDS) & SESSION_FIELDS
     for name, value in DEFAULTS_OF_UNRECORDED_FIELDS.items():
         assert getattr(Args(), name) == value
+
+
+def test_an_evaluation_leaves_the_global_generators_and_repeats_exactly():
+    torch.manual_seed(0)
+    actor = ReferenceLearner(obs_dim=4, action_low=LOW[:1], action_high=HIGH[:1], args=Args(),
+                             device=CPU).actor  # fmt: skip
+    random.seed(3)
+    np.random.seed(3)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    evaluator = Evaluator(env_id="InvertedPendulum-v4", seed=1, episodes=3)
+    try:
+        first = evaluator.run(deterministic_policy(actor, CPU), step=400, video=None, replace=False)
+        again = evaluator.run(deterministic_policy(actor, CPU), step=400, video=None, replace=False)
+        later = evaluator.run(deterministic_policy(actor, CPU), step=800, video=None, replace=False)
+    finally:
+        evaluator.close()
+    after = (random.getstate(), np.random.get_state()[1], torch.get_rng_state())
+    assert before[0] == after[0] and np.array_equal(before[1], after[1])
+    assert torch.equal(before[2], after[2])
+    assert first.episodes == again.episodes  # a repeated evaluation (after a resume) is the same
+    assert [episode.seed for episode in later.episodes] == [
+        episode_seed(seed=1, step=800, episode=index) for index in range(3)
+    ]
+    assert all(episode.length >= 1 for episode in first.episodes)
+
+
+def test_event_reader_takes_an_evaluations_points_at_one_step_from_one_file(tmp_path: Path):
+    run_dir = tmp_path / "run"
+    writer = SummaryWriter(str(run_dir))
+    for value in (1.0, 2.0, 3.0):
+        writer.add_scalar("eval/episodic_return", value, 500)
+    writer.close()
+    scalars = read_run_scalars(run_dir)
+    assert scalars.value.tolist() == [1.0, 2.0, 3.0] and set(scalars.step) == {500}
+    time.sleep(1.05)  # the next file's name (its Unix second) sorts after the first's
+    writer = SummaryWriter(str(run_dir))
+    writer.add_scalar("eval/episodic_return", 4.0, 500)  # the same evaluation, logged again
+    writer.close()
+    with pytest.raises(EventLogError, match="eval/episodic_return at step 500"):
+        read_run_scalars(run_dir)
 
 
 # ---- the policy file ---------------------------------------------------------------------------
