@@ -206,34 +206,14 @@ def read_event_file(path: Path | str, *, reader: Reader = "records") -> pd.DataF
     return _scalars_by_event_accumulator(path)
 
 
-def _check_each_point_once(run_dir: Path, scalars: pd.DataFrame) -> None:
-    """A (tag, step) pair may appear once, except that an evaluation logs all its episodes at
-    one step (EVAL_EPISODE_TAGS); those points must still come from one file. Anything else
-    means the files do not form one history."""
-    repeated = scalars.duplicated(subset=["tag", "step"], keep=False)
-    several_points = scalars["tag"].isin(EVAL_EPISODE_TAGS)
-    files_per_point = scalars.groupby(["tag", "step"])["_file"].transform("nunique")
-    clashing = (repeated & ~several_points) | (several_points & (files_per_point > 1))
-    if not clashing.any():
-        return
-    clash = scalars[clashing].sort_values(["tag", "step", "_file"])
-    first = clash.iloc[0]
-    sources = sorted(set(clash[clash.tag.eq(first.tag) & clash.step.eq(first.step)]._file))
-    raise EventLogError(
-        f"run dir {run_dir}: {int(clashing.sum())} scalar points share a (tag, step), "
-        f"e.g. {first.tag} at step {first.step} in {', '.join(sources)}; a resumed run's "
-        "older event file must be truncated at the checkpoint it resumed from"
-    )
-
-
 def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.DataFrame:
-    """All scalars of a run dir, every event file included, sorted by (tag, step); points that
-    share a step (an evaluation's episodes) keep the order in which they were written.
+    """All scalars of a run dir, every event file included, sorted by (tag, step).
 
     A resumed run has one file per training session; the trainer truncates each older file at the
     checkpoint it resumed from, so a (tag, step) pair seen twice means the history is
-    inconsistent, and that is an error naming the run dir. The evaluation tags are the
-    exception: one evaluation logs each of its episodes at the same step, in one file.
+    inconsistent, and that is an error naming the run dir. The evaluation episodes' tags are the
+    exception: an evaluation writes one point per episode at its step, all in one file, so for
+    them only a (tag, step) pair found in two files is an error.
     """
     run_dir = Path(run_dir)
     files = event_files(run_dir)
@@ -247,6 +227,20 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
         frame["_file"] = path.name
         frames.append(frame)
     scalars = pd.concat(frames, ignore_index=True)
-    _check_each_point_once(run_dir, scalars)
+    per_episode = scalars["tag"].isin(EVAL_EPISODE_TAGS)
+    duplicated = scalars.duplicated(subset=["tag", "step"], keep=False) & ~per_episode
+    episodes = scalars[per_episode]
+    if not episodes.empty:
+        files = episodes.groupby(["tag", "step"])["_file"].transform("nunique")
+        duplicated[episodes.index] = files.gt(1)
+    if duplicated.any():
+        clash = scalars[duplicated].sort_values(["tag", "step", "_file"])
+        first = clash.iloc[0]
+        sources = sorted(set(clash[clash.tag.eq(first.tag) & clash.step.eq(first.step)]._file))
+        raise EventLogError(
+            f"run dir {run_dir}: {int(duplicated.sum())} scalar points share a (tag, step), "
+            f"e.g. {first.tag} at step {first.step} in {', '.join(sources)}; a resumed run's "
+            "older event file must be truncated at the checkpoint it resumed from"
+        )
     scalars = scalars.drop(columns="_file").sort_values(["tag", "step"], kind="stable")
     return scalars.reset_index(drop=True)
