@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import imageio.v2 as imageio
+import pandas as pd
 import pytest
 
 from sacbench.events import read_run_scalars
@@ -140,10 +141,24 @@ def smoke(tmp_path_factory) -> Path:
 
 def test_smoke_preset_builds_every_table_and_plot(smoke: Path):
     results = smoke / "results" / "smoke"
-    for name in ("sac_runtimes.md", "sac.md", "sac_aggregate.md", "plots/sac.png"):
+    for name in ("sac_runtimes.md", "sac.md", "sac_aggregate.md", "plots/sac.png",
+                 "plots/sac-eval.png"):  # fmt: skip
         assert (results / name).stat().st_size > 0, name
     runs = sorted(results.glob("runs/sac_continuous_action/*/1/complete.json"))
     assert len(runs) == 6
+    # The final-evaluation column has a value (3 episodes) for every task.
+    returns = pd.read_csv(results / "sac.csv")
+    evaluated = returns[returns.variant == "sac_continuous_action"]
+    assert len(evaluated) == 6 and (evaluated.eval_episodes_min == 3).all()
+    assert evaluated.eval_return_mean.notna().all()
+    # One video: InvertedPendulum-v4's final evaluation, filmed in its run.
+    videos = sorted(path.relative_to(results) for path in results.glob("videos/**/*.*"))
+    assert [str(path) for path in videos] == [
+        "videos/sac_continuous_action/InvertedPendulum-v4.html",
+        "videos/sac_continuous_action/InvertedPendulum-v4.mp4",
+    ]
+    filmed = results / "runs" / "sac_continuous_action" / "InvertedPendulum-v4" / "1"
+    assert (results / videos[1]).read_bytes() == (filmed / "videos" / "final.mp4").read_bytes()
 
 
 def test_status_after_the_smoke_preset_shows_six_finished_runs(smoke: Path):
@@ -155,7 +170,8 @@ def test_status_after_the_smoke_preset_shows_six_finished_runs(smoke: Path):
 def test_report_after_the_smoke_preset(smoke: Path):
     verbatim(smoke, f"{SMOKE} --report results/smoke/report.html")
     report = (smoke / "results" / "smoke" / "report.html").read_text(errors="replace")
-    assert "sac_runtimes.md" in report and "sac.png" in report
+    assert "sac_runtimes.md" in report and "sac.png" in report and "sac-eval.png" in report
+    assert "InvertedPendulum-v4.html" in report and "Videos" in report
 
 
 def test_status_watch_reprints_until_interrupted(tmp_path: Path):
