@@ -93,3 +93,10 @@ def test_a_file_that_is_not_an_mp4_is_an_error_naming_it(
     (run_dir / "complete.json").unlink()
     assert main(["video", "--run-dir", str(run_dir), *args]) == 1
     assert f"{run_dir / 'complete.json'} not found" in capsys.readouterr().err
+
+
+def test_the_video_path_is_the_one_the_trainer_writes() -> None:
+    from sacbench.results.videos import FINAL_VIDEO
+    from sacbench.training.video import training_video_path
+
+    assert training_video_path(Path("run"), step=2000, final=True) == Path("run") / FINAL_VIDEO
