@@ -402,3 +402,13 @@ def test_finished_run_asked_for_its_model_and_video_gets_them_without_training(r
     assert [float(np.float32(value)) for value in replayed] == final
     first_length = int(next(v for s, v in points(run_dir, "eval/episodic_length") if s == 500))
     assert_has_episode_frames(run_dir / "videos" / "final.mp4", first_length)
+
+
+@pytest.mark.slow
+def test_a_machine_that_cannot_render_fails_before_training(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUJOCO_GL", "glfw")  # a valid backend that needs a display there is none of
+    monkeypatch.delenv("DISPLAY", raising=False)
+    completed = run_trainer(tmp_path / "run", *BASE, "--capture-video", check=False)
+    assert completed.returncode == 2
+    assert "cannot render InvertedPendulum-v4 with MUJOCO_GL=glfw" in completed.stderr
+    assert not (tmp_path / "run").exists()

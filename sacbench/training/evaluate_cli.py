@@ -21,7 +21,12 @@ import torch
 from sacbench.training.envs import EnvError
 from sacbench.training.evaluation import Evaluation, Evaluator, deterministic_policy
 from sacbench.training.policy_file import POLICY_SUFFIX, PolicyFileError, load_policy
-from sacbench.training.video import VIDEO_DIR_NAME, VideoError, free_video_path
+from sacbench.training.video import (
+    VIDEO_DIR_NAME,
+    VideoError,
+    free_video_path,
+    use_headless_rendering,
+)
 
 
 def find_policy_file(target: Path) -> Path:
@@ -47,6 +52,8 @@ def evaluate_saved_policy(
 ) -> Evaluation:
     """Load the policy at `target` and run `episodes` deterministic episodes on the CPU."""
     saved = load_policy(find_policy_file(target))
+    if video:
+        use_headless_rendering()  # before the env imports MuJoCo
     seed = saved.seed if seed is None else seed
     evaluator = Evaluator(env_id=saved.env_id, seed=seed, episodes=episodes)
     try:

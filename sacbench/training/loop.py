@@ -36,7 +36,11 @@ from sacbench.training.session import (
     resume_state,
 )
 from sacbench.training.signals import StopRequested
-from sacbench.training.video import check_rendering, training_video_path
+from sacbench.training.video import (
+    check_rendering,
+    training_video_path,
+    use_headless_rendering,
+)
 
 
 def resolve_device(args: Args) -> torch.device:
@@ -54,6 +58,8 @@ def train(args: Args) -> int:
     run_dir = RunDir(Path(args.run_dir))
     if _finished_run(run_dir, args):
         return 0
+    if args.capture_video:
+        use_headless_rendering()  # before MuJoCo is imported
     env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
     if args.capture_video:
         check_rendering(args.env_id)  # a machine that cannot film fails before training
