@@ -17,6 +17,7 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/extract.smk"
 include: "workflow/rules/tables.smk"
 include: "workflow/rules/plots.smk"
+include: "workflow/rules/videos.smk"
 
 
 rule all:

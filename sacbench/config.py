@@ -59,6 +59,13 @@ TIME_SAFETY_FACTOR = 1.5
 # Interpreter, torch and MuJoCo start-up, and restoring a checkpoint (a replay buffer of
 # several GB) when a run resumes.
 STARTUP_MINUTES = 10
+# Evaluations add to a train job's time: an evaluation step (the actor's forward pass and an env
+# step, no update) runs at 2,400 steps/s or more on one core of the slow machines above
+# (Humanoid-v4, the slowest; HalfCheetah-v4 6,200), and a filmed frame (MuJoCo's offscreen render
+# with Mesa's software EGL, then the encoder) takes 31-66 ms there; the trainer's documentation
+# quotes about 70 ms. Each evaluation episode is assumed to run to its time limit.
+EVAL_STEPS_PER_SECOND = 2000.0
+SECONDS_PER_FILMED_FRAME = 0.07
 # No train job asks for more than a day, the most common time limit of general-purpose
 # partitions; a run that needs longer continues in the next allocation, as at any time limit.
 MAX_TRAIN_RUNTIME_MINUTES = 24 * 60
@@ -93,7 +100,7 @@ def validated_config(config: Mapping[str, Any], *, schema: Mapping[str, Any]) ->
     _fill_defaults(filled, schema, root=schema)
     problems = _schema_problems(filled, schema)
     if not problems:
-        problems = _trainer_problems(filled)
+        problems = _trainer_problems(filled) + _video_problems(filled)
     if problems:
         raise ConfigError(problems)
     return filled
@@ -103,6 +110,31 @@ def trainer_args(config: Mapping[str, Any], *, variant: str) -> dict[str, Any]:
     """The configurable trainer arguments of one variant, in the trainer's field order."""
     merged = {**config["train"], **config["variants"][variant]}
     return {name: merged[name] for name in CONFIGURABLE_ARGS if name in merged}
+
+
+def films_final_evaluation(config: Mapping[str, Any], *, env_id: str, seed: int | str) -> bool:
+    """Whether this run's final evaluation is filmed for the report: the first seed of each task
+    in video_env_ids (one video per task and variant is what the report shows)."""
+    return env_id in config["video_env_ids"] and int(seed) == config["seeds"][0]
+
+
+def run_trainer_args(
+    config: Mapping[str, Any], *, variant: str, env_id: str, seed: int | str
+) -> dict[str, Any]:
+    """One run's configurable trainer arguments: its variant's, with capture_video on for the
+    run whose final evaluation the report shows."""
+    args = trainer_args(config, variant=variant)
+    if films_final_evaluation(config, env_id=env_id, seed=seed):
+        args["capture_video"] = True
+    return args
+
+
+def evaluates(config: Mapping[str, Any]) -> bool:
+    """Whether some variant's runs log evaluations (eval_episodes above 0)."""
+    return any(
+        trainer_args(config, variant=variant).get("eval_episodes", 0) > 0
+        for variant in config["variants"]
+    )
 
 
 def trainer_cli(args: Mapping[str, Any]) -> str:
@@ -147,16 +179,39 @@ def slow_steps_per_second(env_id: str) -> float:
     return SLOW_STEPS_PER_SECOND.get(task, FALLBACK_STEPS_PER_SECOND)
 
 
-def train_runtime_minutes(*, env_id: str, total_timesteps: int) -> int:
+def evaluation_seconds(run_args: Mapping[str, Any], *, env_id: str) -> float:
+    """An upper bound on one run's evaluation time (every evaluation's episodes at their time
+    limit, and the first episode of each filmed when capture_video is on), on a slow core."""
+    import gymnasium
+
+    episodes = run_args.get("eval_episodes", 0)
+    if not episodes:
+        return 0.0
+    total, frequency = run_args["total_timesteps"], run_args.get("eval_frequency", 0)
+    # Every eval_frequency steps before the last, plus the final evaluation.
+    evaluations = (total - 1) // frequency + 1 if frequency else 1
+    episode_steps = gymnasium.spec(env_id).max_episode_steps or 1000
+    seconds = evaluations * episodes * episode_steps / EVAL_STEPS_PER_SECOND
+    if run_args.get("capture_video"):
+        seconds += evaluations * episode_steps * SECONDS_PER_FILMED_FRAME
+    return seconds
+
+
+def train_runtime_minutes(
+    *, env_id: str, total_timesteps: int, evaluation_seconds: float = 0.0
+) -> int:
     """Wall-clock limit for one train job: start-up plus TIME_SAFETY_FACTOR times the training
-    time at the task's slow throughput, at most MAX_TRAIN_RUNTIME_MINUTES."""
+    time at the task's slow throughput and the evaluation time, at most
+    MAX_TRAIN_RUNTIME_MINUTES."""
     if (
         not isinstance(total_timesteps, int)
         or isinstance(total_timesteps, bool)
         or total_timesteps <= 0
     ):
         raise ValueError(f"total_timesteps must be a positive integer, got {total_timesteps!r}")
-    seconds = TIME_SAFETY_FACTOR * total_timesteps / slow_steps_per_second(env_id)
+    seconds = TIME_SAFETY_FACTOR * (
+        total_timesteps / slow_steps_per_second(env_id) + evaluation_seconds
+    )
     return min(STARTUP_MINUTES + math.ceil(seconds / 60), MAX_TRAIN_RUNTIME_MINUTES)
 
 
@@ -256,6 +311,27 @@ def _trainer_problems(config: Mapping[str, Any]) -> list[str]:
             message = f"{source}: {problem}"
             if message not in problems:
                 problems.append(message)
+    return problems
+
+
+def _video_problems(config: Mapping[str, Any]) -> list[str]:
+    """video_env_ids must name configured tasks, and the videos are of final evaluations, so
+    every variant must run one."""
+    problems = [
+        f"video_env_ids[{index}]: {env_id!r} is not one of env_ids "
+        f"({', '.join(config['env_ids'])}); only a trained task can be filmed"
+        for index, env_id in enumerate(config["video_env_ids"])
+        if env_id not in config["env_ids"]
+    ]
+    if not config["video_env_ids"]:
+        return problems
+    for variant, overrides in config["variants"].items():
+        if trainer_args(config, variant=variant).get("eval_episodes") == 0:
+            source = f"variants.{variant}" if "eval_episodes" in overrides else "train"
+            problems.append(
+                f"{source}.eval_episodes: 0 runs no final evaluation, so variant {variant!r} "
+                "has no video for video_env_ids (set it above 0, or empty video_env_ids)"
+            )
     return problems
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from tensorboard.compat.proto import event_pb2
 
-from sacbench.tags import EVENT_FILE_MARKER
+from sacbench.tags import EVAL_EPISODE_TAGS, EVENT_FILE_MARKER
 
 Reader = Literal["records", "event-accumulator"]
 READERS: tuple[str, ...] = ("records", "event-accumulator")
@@ -211,7 +211,9 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
 
     A resumed run has one file per training session; the trainer truncates each older file at the
     checkpoint it resumed from, so a (tag, step) pair seen twice means the history is
-    inconsistent, and that is an error naming the run dir.
+    inconsistent, and that is an error naming the run dir. The evaluation episodes' tags are the
+    exception: an evaluation writes one point per episode at its step, all in one file, so for
+    them only a (tag, step) pair found in two files is an error.
     """
     run_dir = Path(run_dir)
     files = event_files(run_dir)
@@ -225,7 +227,12 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
         frame["_file"] = path.name
         frames.append(frame)
     scalars = pd.concat(frames, ignore_index=True)
-    duplicated = scalars.duplicated(subset=["tag", "step"], keep=False)
+    per_episode = scalars["tag"].isin(EVAL_EPISODE_TAGS)
+    duplicated = scalars.duplicated(subset=["tag", "step"], keep=False) & ~per_episode
+    episodes = scalars[per_episode]
+    if not episodes.empty:
+        files = episodes.groupby(["tag", "step"])["_file"].transform("nunique")
+        duplicated[episodes.index] = files.gt(1)
     if duplicated.any():
         clash = scalars[duplicated].sort_values(["tag", "step", "_file"])
         first = clash.iloc[0]

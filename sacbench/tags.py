@@ -1,4 +1,4 @@
-"""The TensorBoard scalar tags a run writes: CleanRL's, plus sacbench's two (docs/contracts.md).
+"""The TensorBoard scalar tags a run writes: CleanRL's, plus sacbench's own (docs/contracts.md).
 
 The trainer writes them and the results read them back, so each string lives here only.
 """
@@ -15,6 +15,13 @@ LENGTH_TAG = "charts/episodic_length"
 SPS_TAG = "charts/SPS"
 STEADY_SPS_TAG = "charts/steady_SPS"
 ELAPSED_TAG = "charts/elapsed_seconds"
+# The deterministic policy's evaluations (CleanRL's TD3/DDPG tag for the return): one point per
+# evaluation episode, all at the step of their evaluation, so several points share a step.
+EVAL_RETURN_TAG = "eval/episodic_return"
+EVAL_LENGTH_TAG = "eval/episodic_length"
+# The seconds spent evaluating so far (left out of charts/SPS and charts/elapsed_seconds), once
+# per evaluation at its step.
+EVAL_SECONDS_TAG = "charts/eval_seconds"
 
 # The learners' metric names; each is written as loss_tag(name).
 LOSS_NAMES: tuple[str, ...] = (
@@ -39,3 +46,8 @@ LOSS_TAGS: tuple[str, ...] = tuple(loss_tag(name) for name in LOSS_NAMES)
 EPISODE_TAGS: tuple[str, ...] = (RETURN_TAG, LENGTH_TAG)
 # At the loss cadence; they measure time, so they differ between any two runs.
 TIME_TAGS: tuple[str, ...] = (SPS_TAG, STEADY_SPS_TAG, ELAPSED_TAG)
+# At each evaluation: one point per episode (may share a step), and the clock-dependent seconds.
+EVAL_EPISODE_TAGS: tuple[str, ...] = (EVAL_RETURN_TAG, EVAL_LENGTH_TAG)
+EVAL_TAGS: tuple[str, ...] = (*EVAL_EPISODE_TAGS, EVAL_SECONDS_TAG)
+# Every tag whose values depend on the clock: the rest are reproducible for a fixed seed.
+CLOCK_TAGS: tuple[str, ...] = (*TIME_TAGS, EVAL_SECONDS_TAG)

@@ -4,8 +4,10 @@ Events go through the real ``torch.utils.tensorboard.SummaryWriter`` with explic
 every scalar is known exactly; metadata.json and complete.json follow docs/contracts.md. The
 logging cadence copies the trainer's: losses, charts/SPS, charts/steady_SPS and
 charts/elapsed_seconds at every global_step divisible by 100 once training has started
-(global_step > learning_starts), charts/elapsed_seconds once more at the final step, and the
-episode tags at the last step of every finished episode.
+(global_step > learning_starts), charts/elapsed_seconds once more at the final step, the
+episode tags at the last step of every finished episode, and, when the run evaluates, each
+evaluation episode's eval/episodic_return and eval/episodic_length at the step of its evaluation
+(every ``eval_frequency`` steps, and the final evaluation at step total_timesteps).
 
 The values are simple functions of the step, the seed and an env's ``difficulty`` so that the
 golden tables stay stable and a test can recompute any cell by hand.
@@ -23,7 +25,7 @@ import pandas as pd
 from torch.utils.tensorboard import SummaryWriter
 
 from sacbench.private_api import event_file_path
-from sacbench.tags import LOSS_TAGS
+from sacbench.tags import EVAL_LENGTH_TAG, EVAL_RETURN_TAG, LOSS_TAGS
 
 LOG_EVERY = 100
 START_WALL_TIME = 1_700_000_000.0
@@ -53,6 +55,11 @@ class SyntheticRun:
     write_episodes: bool = True
     # Off for long runs whose losses no test reads (they are most of the events).
     write_losses: bool = True
+    # Evaluations as the trainer's --eval-frequency and --eval-episodes (0: none); an
+    # evaluation's episode k at step s returns eval_return(s, k).
+    eval_frequency: int = 0
+    eval_episodes: int = 0
+    eval_slope: float = 0.1
     cpu_model: str = "Synthetic CPU @ 3.00GHz"
     gpu_model: str | None = None
     torch_threads: int = 1
@@ -90,16 +97,39 @@ class SyntheticRun:
     def episode_return(self, index: int) -> float:
         return self.base_return + self.return_slope * index + 10.0 * self.seed
 
+    def eval_steps(self) -> list[int]:
+        """Steps done at each evaluation: every eval_frequency steps, then the final one."""
+        if self.eval_episodes == 0:
+            return []
+        periodic = range(self.eval_frequency, self.total_timesteps, self.eval_frequency or 1)
+        return [*(periodic if self.eval_frequency else []), self.total_timesteps]
+
+    def eval_return(self, step: int, episode: int) -> float:
+        """Episodes spread symmetrically around base_return + eval_slope * step + 10 * seed."""
+        spread = 2.0 * episode - (self.eval_episodes - 1)
+        return self.base_return + self.eval_slope * step + 10.0 * self.seed + spread
+
+    def _evaluation_rows(self, step: int) -> list[tuple[str, int, float, float]]:
+        rows = []
+        for episode in range(self.eval_episodes):
+            wall_time = self.wall_time(step)
+            rows.append((EVAL_RETURN_TAG, step, wall_time, self.eval_return(step, episode)))
+            rows.append((EVAL_LENGTH_TAG, step, wall_time, float(self.episode_length)))
+        return rows
+
     def scalars(self) -> list[tuple[str, int, float, float]]:
         """(tag, step, wall_time, value) in the order the trainer writes them."""
         rows: list[tuple[str, int, float, float]] = []
         log_steps = set(self.log_steps())
         episode_ends = {step: index for index, step in enumerate(self.episode_end_steps())}
+        eval_steps = set(self.eval_steps()) - {self.total_timesteps}
         # As the trainer: the first steady_SPS window starts with the first training step.
         previous_log = self.learning_starts
         # Only steps that log anything, so that a 1M-step run is quick to write.
-        for step in sorted(log_steps | set(episode_ends)):
+        for step in sorted(log_steps | set(episode_ends) | eval_steps):
             wall_time = self.wall_time(step)
+            if step in eval_steps:
+                rows += self._evaluation_rows(step)
             if self.write_episodes and step in episode_ends:
                 index = episode_ends[step]
                 rows.append(("charts/episodic_return", step, wall_time, self.episode_return(index)))
@@ -121,6 +151,8 @@ class SyntheticRun:
         rows.append(
             ("charts/elapsed_seconds", final, self.wall_time(final), self.elapsed_seconds(final))
         )
+        if self.eval_episodes:
+            rows += self._evaluation_rows(self.total_timesteps)
         return rows
 
     def expected_frame(self) -> pd.DataFrame:
@@ -159,6 +191,8 @@ class SyntheticRun:
                 "learning_starts": self.learning_starts,
                 "update_path": variant,
                 "threads": self.torch_threads,
+                "eval_frequency": self.eval_frequency,
+                "eval_episodes": self.eval_episodes,
                 **self.extra_args,
             },
             "sacbench": {
@@ -207,7 +241,8 @@ def write_run_dir(run_dir: Path, run: SyntheticRun, *, variant: str = "fast") ->
         path = event_file_path(writer)
         checkpoint_size = None
         for tag, step, wall_time, value in rows:
-            if start <= step < end:
+            # The final evaluation comes after the last step, in the last session.
+            if start <= step < end or step == end == run.total_timesteps:
                 writer.add_scalar(tag, value, step, walltime=wall_time)
             elif end <= step < end + 3 * LOG_EVERY and checkpoint_size is None:
                 # Like a killed session: it ran past its checkpoint, whose offset cuts it back.
@@ -244,7 +279,9 @@ GOLDEN_SEEDS = (1, 2, 3)
 
 def golden_run(variant: str, env_id: str, seed: int) -> SyntheticRun:
     """Differences a reader can check by eye: `fast` trains faster and learns a bit quicker;
-    HalfCheetah has longer episodes and higher returns; fast/Hopper-v4 seed 2 was resumed."""
+    HalfCheetah has longer episodes and higher returns; fast/Hopper-v4 seed 2 was resumed. Every
+    run evaluates 10 episodes every 500 steps and at the end (the final evaluation's mean is
+    base_return + 0.1 * 2000 + 10 * seed, or 0.08 for `reference`)."""
     hopper = env_id == "Hopper-v4"
     return SyntheticRun(
         env_id=env_id,
@@ -254,6 +291,9 @@ def golden_run(variant: str, env_id: str, seed: int) -> SyntheticRun:
         return_slope=5.0 if variant == "fast" else 4.0,
         training_sps=200.0 if variant == "fast" else 120.0,
         resume_at=(1000,) if (variant, env_id, seed) == ("fast", "Hopper-v4", 2) else (),
+        eval_frequency=500,
+        eval_episodes=10,
+        eval_slope=0.1 if variant == "fast" else 0.08,
     )
 
 

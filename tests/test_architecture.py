@@ -36,7 +36,7 @@ LEAVES = {
     "sacbench.provenance",
     "sacbench.private_api",
 }
-ENTRY_SHIMS = {"sacbench.train", "sacbench.report", "sacbench.status"}
+ENTRY_SHIMS = {"sacbench.train", "sacbench.report", "sacbench.status", "sacbench.evaluate"}
 LAYER_PACKAGES = ("sac", "training", "results", "pipeline")
 ALLOWED: dict[str, set[str]] = {  # layer -> the layers its modules may import
     "leaf": {"leaf"},

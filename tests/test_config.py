@@ -13,14 +13,19 @@ import yaml
 
 from sacbench.config import (
     CONFIGURABLE_ARGS,
+    EVAL_STEPS_PER_SECOND,
     MAX_TRAIN_RUNTIME_MINUTES,
     PIPELINE_ARGS,
+    SECONDS_PER_FILMED_FRAME,
     SLOW_STEPS_PER_SECOND,
     STARTUP_MINUTES,
     TIME_SAFETY_FACTOR,
     ConfigError,
     default_args,
+    evaluates,
+    evaluation_seconds,
     load_schema,
+    run_trainer_args,
     slow_steps_per_second,
     train_memory_mb,
     train_runtime_minutes,
@@ -68,6 +73,7 @@ def test_an_empty_config_gets_every_default():
         "allow_missing": False,
     }
     assert config["train"] == default_args()
+    assert config["video_env_ids"] == []
 
 
 def test_validation_does_not_modify_its_argument():
@@ -144,6 +150,20 @@ BAD_CONFIGS = {
         ["report.bootstrap_resamples", "10"],
     ),
     "unknown report key": ({"report": {"last_episode": 10}}, ["report.last_episode"]),
+    "video of a task that is not trained": (
+        {"env_ids": ["Hopper-v4"], "video_env_ids": ["Pusher-v4"]},
+        ["video_env_ids[0]", "'Pusher-v4'", "not one of env_ids"],
+    ),
+    "video env ids not a list": ({"video_env_ids": "Hopper-v4"}, ["video_env_ids", "'Hopper-v4'"]),
+    "video of a variant without a final evaluation": (
+        {"video_env_ids": ["Hopper-v4"], "variants": {"a": {}, "b": {"eval_episodes": 0}}},
+        ["variants.b.eval_episodes", "'b' has no video"],
+    ),
+    "negative eval frequency": ({"train": {"eval_frequency": -1}}, ["train.eval_frequency", "-1"]),
+    "capture video without evaluation": (
+        {"variants": {"v": {"eval_episodes": 0, "capture_video": True}}},
+        ["variants.v", "--capture-video", "--eval-episodes"],
+    ),
 }
 
 
@@ -204,6 +224,36 @@ def test_trainer_cli_round_trips_through_the_trainer_parser():
         assert getattr(parsed, name) == value, name
 
 
+def test_only_the_first_seed_of_a_video_task_is_filmed_and_its_flag_reaches_the_trainer():
+    tyro = pytest.importorskip("tyro")
+    config = validated_config(
+        {"seeds": [3, 1], "video_env_ids": ["Pusher-v4"], "variants": {"a": {}, "b": {}}},
+        schema=SCHEMA,
+    )
+    filmed = {
+        (variant, env_id, seed)
+        for variant in config["variants"]
+        for env_id in config["env_ids"]
+        for seed in ("3", "1")  # as Snakemake's wildcards give them
+        if run_trainer_args(config, variant=variant, env_id=env_id, seed=seed).get("capture_video")
+    }
+    assert filmed == {("a", "Pusher-v4", "3"), ("b", "Pusher-v4", "3")}
+    args = run_trainer_args(config, variant="a", env_id="Pusher-v4", seed=3)
+    assert args == {**trainer_args(config, variant="a"), "capture_video": True}
+    parsed = tyro.cli(Args, args=trainer_cli(args).split())
+    assert parsed.capture_video and parsed.eval_episodes == 10 and parsed.eval_frequency == 0
+    other = run_trainer_args(config, variant="a", env_id="Pusher-v4", seed=1)
+    assert not tyro.cli(Args, args=trainer_cli(other).split()).capture_video
+
+
+def test_the_runs_evaluate_unless_every_variant_turns_evaluation_off():
+    assert evaluates(validated_config({}, schema=SCHEMA))  # the final evaluation, by default
+    off = {"train": {"eval_episodes": 0}, "variants": {"a": {}, "b": {"eval_episodes": 3}}}
+    assert evaluates(validated_config(off, schema=SCHEMA))
+    del off["variants"]["b"]
+    assert not evaluates(validated_config(off, schema=SCHEMA))
+
+
 def test_trainer_cli_rejects_unknown_arguments():
     with pytest.raises(ValueError, match="batchsize"):
         trainer_cli({"batchsize": 3})
@@ -244,6 +294,30 @@ def test_time_limit_is_startup_plus_safety_times_the_slow_training_time():
     assert train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=1_000_000) == 1147
     # The smoke preset's 2,000 steps: mostly start-up.
     assert train_runtime_minutes(env_id="Hopper-v4", total_timesteps=2000) == 12
+
+
+def test_evaluations_and_videos_lengthen_the_time_limit():
+    config = validated_config({}, schema=SCHEMA)
+    args = trainer_args(config, variant="sac_continuous_action")
+    # The default: one final evaluation of 10 episodes of at most 1000 steps, a few seconds,
+    # which leaves the default benchmark's limits as they were.
+    assert evaluation_seconds(args, env_id="HalfCheetah-v4") == 10 * 1000 / EVAL_STEPS_PER_SECOND
+    default = train_runtime_minutes(
+        env_id="HalfCheetah-v4",
+        total_timesteps=1_000_000,
+        evaluation_seconds=evaluation_seconds(args, env_id="HalfCheetah-v4"),
+    )
+    assert default == 705
+    assert evaluation_seconds({**args, "eval_episodes": 0}, env_id="HalfCheetah-v4") == 0
+    # Every 10k steps (99 evaluations, then the final one), each first episode filmed.
+    busy = {**args, "eval_frequency": 10_000, "capture_video": True}
+    expected = 100 * (10 * 1000 / EVAL_STEPS_PER_SECOND + 1000 * SECONDS_PER_FILMED_FRAME)
+    assert evaluation_seconds(busy, env_id="HalfCheetah-v4") == pytest.approx(expected)
+    assert train_runtime_minutes(
+        env_id="HalfCheetah-v4", total_timesteps=1_000_000, evaluation_seconds=expected
+    ) == STARTUP_MINUTES + math.ceil(TIME_SAFETY_FACTOR * (1e6 / 36 + expected) / 60)
+    # Pusher's episodes end after 100 steps.
+    assert evaluation_seconds(busy, env_id="Pusher-v4") == pytest.approx(expected / 10)
 
 
 def test_time_limits_differ_per_task_and_humanoid_gets_the_most():

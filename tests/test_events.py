@@ -93,6 +93,42 @@ def test_a_step_logged_twice_across_files_is_an_error_naming_the_run(tmp_path: P
         read_run_scalars(tmp_path)
 
 
+@pytest.mark.parametrize("reader", READERS)
+def test_an_evaluations_episodes_share_a_step_and_keep_their_order(
+    tmp_path: Path, reader: str
+) -> None:
+    # The trainer logs every episode of one evaluation at the same step, as CleanRL's tag.
+    run = SyntheticRun(eval_frequency=500, eval_episodes=3, resume_at=(1200,))
+    write_run_dir(tmp_path, run)
+    scalars = read_run_scalars(tmp_path, reader=reader)
+    pdt.assert_frame_equal(scalars, run.expected_frame())
+    returns = scalars[scalars.tag == "eval/episodic_return"]
+    assert returns.step.tolist() == [step for step in (500, 1000, 1500, 2000) for _ in range(3)]
+    assert returns.value.tolist() == [run.eval_return(s, k) for s in (500, 1000, 1500, 2000)
+                                      for k in range(3)]  # fmt: skip
+
+
+def test_an_evaluation_step_found_in_two_files_is_an_error(tmp_path: Path) -> None:
+    # Two sessions that both evaluated at one step: the older file was not cut back.
+    for walltime in (10.0, 20.0):
+        writer = SummaryWriter(str(tmp_path), filename_suffix=f".{int(walltime)}")
+        for episode in range(2):
+            writer.add_scalar("eval/episodic_return", episode, 1000, walltime=walltime)
+        writer.close()
+    with pytest.raises(EventLogError, match=rf"{tmp_path}: 4 scalar .*eval/episodic_return at "
+                       "step 1000"):  # fmt: skip
+        read_run_scalars(tmp_path)
+
+
+def test_a_training_tag_logged_twice_in_one_file_is_still_an_error(tmp_path: Path) -> None:
+    writer = SummaryWriter(str(tmp_path))
+    writer.add_scalar("charts/episodic_return", 1.0, 149, walltime=1.0)
+    writer.add_scalar("charts/episodic_return", 2.0, 149, walltime=2.0)
+    writer.close()
+    with pytest.raises(EventLogError, match=r"charts/episodic_return at step 149"):
+        read_run_scalars(tmp_path)
+
+
 def test_empty_dir_is_an_error_naming_it(tmp_path: Path) -> None:
     with pytest.raises(EventLogError, match=rf"{tmp_path} holds no TensorBoard event files"):
         read_run_scalars(tmp_path)

@@ -2,11 +2,14 @@
 
 Two variants x two envs x two seeds, 500 steps with learning_starts 100: every run reaches the
 training update and logs several steady-SPS points; Pusher's 100-step episodes guarantee finished
-episodes for the return table.
+episodes for the return table. Every run ends with a final evaluation of 2 episodes, and
+slow_actor's also evaluate after 250 steps. Videos are added afterwards, to a finished run, as a
+user would add a task to video_env_ids (filming costs ~70 ms a frame, so only one test films).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
@@ -16,6 +19,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -31,8 +36,9 @@ TINY_CONFIG = {
         "batch_size": 32,
         "buffer_size": 300,
         "checkpoint_interval": 100,
+        "eval_episodes": 2,
     },
-    "variants": {"base": {}, "slow_actor": {"policy_lr": 0.0001}},
+    "variants": {"base": {}, "slow_actor": {"policy_lr": 0.0001, "eval_frequency": 250}},
 }
 RUNS = [
     (variant, env_id, seed)
@@ -49,7 +55,7 @@ FINAL_TARGETS = [
     "results/sac_aggregate.csv",
     *[
         f"results/plots/{name}.{ext}"
-        for name in ("sac", "sac-time", "sac-sps")
+        for name in ("sac", "sac-time", "sac-sps", "sac-eval")
         for ext in ("png", "svg")
     ],
 ]
@@ -125,6 +131,39 @@ def test_tiny_run_produces_every_final_target(finished: Path):
             assert name in text, f"{name} missing from {table}"
 
 
+def _extracted(workdir: Path, variant: str, env_id: str, seed: int) -> pd.DataFrame:
+    return pd.read_csv(workdir / "results" / "extracted" / variant / env_id / f"{seed}.csv")
+
+
+@pytest.mark.slow
+def test_every_run_evaluates_and_the_returns_table_shows_the_final_evaluation(finished: Path):
+    csv = pd.read_csv(finished / "results" / "sac.csv")
+    for variant, env_id, seed in RUNS:
+        scalars = _extracted(finished, variant, env_id, seed)
+        steps = [250, 500] if variant == "slow_actor" else [500]
+        evaluations = scalars[scalars.tag == "eval/episodic_return"]
+        assert evaluations.step.tolist() == [step for step in steps for _ in range(2)]
+        summary = json.loads((finished / "results" / "extracted" / variant / env_id /
+                              f"{seed}.json").read_text())  # fmt: skip
+        assert [e["step"] for e in summary["extraction"]["evaluations"]] == steps
+        assert not (
+            finished / "results" / "runs" / variant / env_id / str(seed) / "videos"
+        ).exists()
+    for variant in TINY_CONFIG["variants"]:
+        for env_id in TINY_CONFIG["env_ids"]:
+            finals = [
+                _extracted(finished, variant, env_id, seed)
+                .query("tag == 'eval/episodic_return' and step == 500")["value"]
+                .mean()
+                for seed in TINY_CONFIG["seeds"]
+            ]
+            row = csv[(csv.variant == variant) & (csv.env_id == env_id)].iloc[0]
+            assert row.eval_n_seeds == 2 and row.eval_episodes_min == 2
+            assert row.eval_return_mean == pytest.approx(np.mean(finals))
+    table = (finished / "results" / "sac.md").read_text()
+    assert "`base` final eval [G]" in table and "| – " not in table
+
+
 @pytest.mark.slow
 def test_second_invocation_schedules_nothing(finished: Path):
     done = snakemake(finished, "-n")
@@ -140,7 +179,9 @@ def test_second_invocation_schedules_nothing(finished: Path):
 def test_html_report_holds_every_table_and_plot(finished: Path):
     done = snakemake(finished, "--report", "results/report.html")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (finished / "results" / "report.html").stat().st_size > 0
+    report = (finished / "results" / "report.html").read_text(errors="replace")
+    for name in ("sac.md", "sac_runtimes.md", "sac.png", "sac-eval.png"):
+        assert name in report, name
 
 
 @pytest.mark.slow
@@ -174,6 +215,58 @@ def test_changing_one_setting_reruns_exactly_the_affected_runs(finished: Path, t
             # the old run was moved aside, not deleted
             assert list(parent.glob(f"{seed}.replaced-*"))
     assert "Nothing to be done" in snakemake(workdir, "-n").stdout
+
+
+@pytest.mark.slow
+def test_a_task_added_to_video_env_ids_is_filmed_and_shown_in_the_report(
+    finished: Path, tmp_path: Path
+):
+    imageio = pytest.importorskip("imageio.v2")
+    workdir = tmp_path / "copy"
+    shutil.copytree(finished, workdir, symlinks=True)
+    write_config(workdir, {**TINY_CONFIG, "video_env_ids": ["Pusher-v4"]})
+    jobs = planned_jobs(snakemake(workdir, "-n").stdout)
+    # Only the first seed's runs get --capture-video, so only their train jobs rerun.
+    assert sorted(output for rule, output in jobs if rule == "train") == [
+        f"results/runs/{variant}/Pusher-v4/1/complete.json" for variant in TINY_CONFIG["variants"]
+    ]
+    runs = workdir / "results" / "runs"
+    before = tree_state(runs)
+    done = snakemake(workdir, "--cores", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    # The finished runs are filmed from their final state: no step trained, no event written.
+    after = tree_state(runs)
+    assert {path for path in set(after) - set(before)} == {
+        f"{variant}/Pusher-v4/1/videos/final.mp4" for variant in TINY_CONFIG["variants"]
+    }
+    assert all(after[path] == state for path, state in before.items() if "events" in path)
+    for variant in TINY_CONFIG["variants"]:
+        video = workdir / "results" / "videos" / variant / "Pusher-v4.mp4"
+        assert video.read_bytes() == (runs / variant / "Pusher-v4" / "1" / "videos" /
+                                      "final.mp4").read_bytes()  # fmt: skip
+        with imageio.get_reader(video, format="FFMPEG") as reader:
+            # the final evaluation's first episode: Pusher's last 100 steps
+            assert reader.count_frames() >= 100 and reader.get_data(0).std() > 0
+        page = video.with_suffix(".html").read_text()
+        assert "<video" in page and "data:video/mp4;base64," in page
+
+    done = snakemake(workdir, "--report", "results/report.html")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = (workdir / "results" / "report.html").read_text(errors="replace")
+    assert "Videos" in report and "Pusher-v4.html" in report
+    # The page that plays the video is embedded whole (as base64), and its video with it.
+    page = (workdir / "results" / "videos" / "base" / "Pusher-v4.html").read_bytes()
+    assert base64.b64encode(page)[:2000].decode() in report
+
+    # A run without its video (as one finished by sacbench 0.1.0, which keeps no final actor):
+    # the video job fails with an error naming the run dir.
+    run_dir = runs / "base" / "Pusher-v4" / "1"
+    (run_dir / "videos" / "final.mp4").unlink()
+    target = "results/videos/base/Pusher-v4.mp4"
+    done = snakemake(workdir, "--cores", "1", "--forcerun", target, target)
+    assert done.returncode != 0
+    log = (workdir / "results" / "logs" / "videos" / "base" / "Pusher-v4.log").read_text()
+    assert f"{run_dir.relative_to(workdir)}: no videos/final.mp4" in log, log
 
 
 BAD_CONFIGS = {

@@ -12,6 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
@@ -58,10 +59,11 @@ def _runset(root: Path, runs: list[SyntheticRun], variants: tuple[str, ...]) -> 
 
 @pytest.fixture(scope="module")
 def inrange_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
-    """Smoke-sized runs whose returns reach pr-424's for two tasks (not for Hopper)."""
+    """Smoke-sized runs whose returns reach pr-424's for two tasks (not for Hopper); each
+    evaluated once, at the end, as the smoke preset does."""
     bases = {"InvertedPendulum-v4": 860.0, "Pusher-v4": -70.0, "Hopper-v4": 100.0}
     runs = [
-        SyntheticRun(env_id=env_id, seed=seed, base_return=base)
+        SyntheticRun(env_id=env_id, seed=seed, base_return=base, eval_episodes=3)
         for env_id, base in bases.items()
         for seed in GOLDEN_SEEDS
     ]
@@ -79,6 +81,9 @@ def long_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
             episode_length=1_000,
             return_slope=1.0,
             write_losses=False,
+            eval_frequency=50_000,
+            eval_episodes=5,
+            eval_slope=0.002,
         )
         for seed in (1, 2)
     ]
@@ -171,6 +176,7 @@ FIGURES: list[tuple[str, Callable[[RunSet], Figure]]] = [
     ("sac", lambda rs: plots.returns_vs_steps(rs, smoothing_episodes=10)),
     ("sac-time", lambda rs: plots.returns_vs_time(rs, smoothing_episodes=10)),
     ("sac-sps", plots.sps_vs_steps),
+    ("sac-eval", plots.evaluation_returns),
 ]
 RUNSETS = ["runset", "inrange_runset", "long_runset"]
 
@@ -241,6 +247,7 @@ def test_plots_choose_agg_whatever_backend_the_environment_names() -> None:
         (lambda rs: plots.returns_vs_time(rs, smoothing_episodes=10), "time:"),
         (plots.sps_vs_steps, "sps:"),
         (plots.sps_vs_steps, "steady_sps:"),
+        (plots.evaluation_returns, "eval:"),
     ],
 )
 def test_one_line_per_variant_and_panel(runset: RunSet, make, prefix: str) -> None:
@@ -350,5 +357,53 @@ def test_missing_runs_are_named_on_the_figure(tmp_path: Path) -> None:
     try:
         assert "fast/Hopper-v4/seed 2" in figure.get_suptitle()
         assert sorted(_lines(figure.axes[0], "sps:")) == ["fast"]
+    finally:
+        plt.close(figure)
+
+
+def test_evaluation_curves_are_the_seed_mean_of_each_evaluations_mean(runset: RunSet) -> None:
+    figure = plots.evaluation_returns(runset)
+    try:
+        (line,) = _lines(figure.axes[0], "eval:")["reference"]
+        x, y = line.get_data()
+        runs = [golden_run("reference", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
+        # Evaluations at 500, 1000, 1500 and 2000 steps; 10 episodes around the run's mean.
+        assert (x[0], x[-1]) == (500, 2000)
+        for step, value in ((x[0], y[0]), (x[-1], y[-1])):
+            means = [np.mean([run.eval_return(step, k) for k in range(10)]) for run in runs]
+            assert value == pytest.approx(np.mean(means))
+        assert "published no evaluation returns" in figure.get_suptitle()
+        assert not _lines(figure.axes[0], "published:")
+    finally:
+        plt.close(figure)
+
+
+def test_a_final_evaluation_alone_is_a_point_with_its_spread(inrange_runset: RunSet) -> None:
+    figure = plots.evaluation_returns(inrange_runset)
+    try:
+        axis = figure.axes[2]  # Hopper-v4: seeds 1-3 at 100 + 0.1 * 2000 + 10 s
+        (line,) = _lines(axis, "eval:")["fast"]
+        assert line.get_xdata().tolist() == [2000] and line.get_marker() == "o"
+        assert line.get_ydata()[0] == pytest.approx(320.0)
+        bars = [c for c in axis.collections if isinstance(c, LineCollection)]
+        spans = sorted(float(np.ptp(bar.get_segments()[0][:, 1])) for bar in bars)
+        # One bar per variant, each ± the std over seeds
+        assert spans == pytest.approx([2 * np.std([310.0, 320.0, 330.0])] * 2)
+    finally:
+        plt.close(figure)
+
+
+def test_the_evaluation_figure_needs_runs_that_evaluated(tmp_path: Path) -> None:
+    runset = _runset(tmp_path / "none", [SyntheticRun(seed=1)], ("fast",))
+    assert plots.figures_with_data(runset) == ["sac", "sac-time", "sac-sps"]
+    with pytest.raises(ValueError, match="no run logged eval/episodic_return"):
+        plots.evaluation_returns(runset)
+    mixed = _runset(
+        tmp_path / "mixed", [SyntheticRun(seed=1, eval_episodes=2), SyntheticRun(seed=2)], ("a",)
+    )
+    assert plots.figures_with_data(mixed) == list(plots.FIGURES)
+    figure = plots.evaluation_returns(mixed)
+    try:
+        assert "No evaluation logged (not drawn): a/Hopper-v4/seed 2" in figure.get_suptitle()
     finally:
         plt.close(figure)

@@ -9,6 +9,7 @@ to the README without an entry below fails `test_every_readme_command_is_checked
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -16,8 +17,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+import imageio.v2 as imageio
+import pandas as pd
 import pytest
 
+from sacbench.events import read_run_scalars
+from tests.trainer_runs import run_trainer
 from tests.workflow_copies import (
     REPO,
     interruptible,
@@ -30,6 +35,12 @@ pytestmark = pytest.mark.slow
 
 SMOKE = "snakemake --profile profiles/smoke"
 HOPPER_RUN = "results/runs/sac_continuous_action/Hopper-v4/1/complete.json"
+
+EVALUATED_RUN = (
+    "python -m sacbench.train --env-id InvertedPendulum-v4 --seed 1 --run-dir runs/pendulum-1 "
+    "--total-timesteps 20000 --eval-frequency 5000 --save-model --capture-video"
+)
+EVALUATE = "python -m sacbench.evaluate runs/pendulum-1 --episodes 10 --video"
 
 # README command -> (test file, test function) that runs it, or why no test does.
 CHECKED: dict[str, tuple[str, str]] = {
@@ -82,6 +93,8 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_readme.py",
         "test_trainer_command_starts_and_stops_cleanly",
     ),
+    EVALUATED_RUN: ("tests/test_readme.py", "test_evaluated_run_films_its_evaluations"),
+    EVALUATE: ("tests/test_readme.py", "test_evaluate_command_replays_the_final_evaluation"),
 }
 
 
@@ -128,10 +141,24 @@ def smoke(tmp_path_factory) -> Path:
 
 def test_smoke_preset_builds_every_table_and_plot(smoke: Path):
     results = smoke / "results" / "smoke"
-    for name in ("sac_runtimes.md", "sac.md", "sac_aggregate.md", "plots/sac.png"):
+    for name in ("sac_runtimes.md", "sac.md", "sac_aggregate.md", "plots/sac.png",
+                 "plots/sac-eval.png"):  # fmt: skip
         assert (results / name).stat().st_size > 0, name
     runs = sorted(results.glob("runs/sac_continuous_action/*/1/complete.json"))
     assert len(runs) == 6
+    # The final-evaluation column has a value (3 episodes) for every task.
+    returns = pd.read_csv(results / "sac.csv")
+    evaluated = returns[returns.variant == "sac_continuous_action"]
+    assert len(evaluated) == 6 and (evaluated.eval_episodes_min == 3).all()
+    assert evaluated.eval_return_mean.notna().all()
+    # One video: InvertedPendulum-v4's final evaluation, filmed in its run.
+    videos = sorted(path.relative_to(results) for path in results.glob("videos/**/*.*"))
+    assert [str(path) for path in videos] == [
+        "videos/sac_continuous_action/InvertedPendulum-v4.html",
+        "videos/sac_continuous_action/InvertedPendulum-v4.mp4",
+    ]
+    filmed = results / "runs" / "sac_continuous_action" / "InvertedPendulum-v4" / "1"
+    assert (results / videos[1]).read_bytes() == (filmed / "videos" / "final.mp4").read_bytes()
 
 
 def test_status_after_the_smoke_preset_shows_six_finished_runs(smoke: Path):
@@ -143,7 +170,8 @@ def test_status_after_the_smoke_preset_shows_six_finished_runs(smoke: Path):
 def test_report_after_the_smoke_preset(smoke: Path):
     verbatim(smoke, f"{SMOKE} --report results/smoke/report.html")
     report = (smoke / "results" / "smoke" / "report.html").read_text(errors="replace")
-    assert "sac_runtimes.md" in report and "sac.png" in report
+    assert "sac_runtimes.md" in report and "sac.png" in report and "sac-eval.png" in report
+    assert "InvertedPendulum-v4.html" in report and "Videos" in report
 
 
 def test_status_watch_reprints_until_interrupted(tmp_path: Path):
@@ -246,3 +274,44 @@ def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
     assert process.returncode == 128 + signal.SIGTERM, output
     assert (tmp_path / "runs" / "hopper-1" / "checkpoint" / "state.pt").is_file()
     assert "rerun to resume" in output
+
+
+def test_evaluated_run_films_its_evaluations(tmp_path: Path):
+    """The README's evaluated run trains 20,000 steps; started here, it must evaluate and film
+    after its first 5,000 steps, then stop on SIGTERM with that evaluation kept."""
+    process = subprocess.Popen(
+        shlex.split(EVALUATED_RUN),
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=venv_environment(),
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("evaluation after 5000 steps"):
+            break
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 128 + signal.SIGTERM, output
+    run_dir = tmp_path / "runs" / "pendulum-1"
+    scalars = read_run_scalars(run_dir)
+    returns = scalars[scalars.tag == "eval/episodic_return"]
+    assert list(returns.step) == [5000] * 10
+    with imageio.get_reader(run_dir / "videos" / "step-5000.mp4", "ffmpeg") as reader:
+        assert sum(1 for _ in reader) > 1
+
+
+def test_evaluate_command_replays_the_final_evaluation(tmp_path: Path):
+    run_dir = tmp_path / "runs" / "pendulum-1"
+    run_trainer(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "1200",
+                "--learning-starts", "1000", "--batch-size", "64", "--save-model")  # fmt: skip
+
+    printed = verbatim(tmp_path, EVALUATE).stdout
+
+    scalars = read_run_scalars(run_dir)
+    final = scalars[scalars.tag == "eval/episodic_return"].value.tolist()
+    episodes = [line for line in printed.splitlines() if line.startswith("episode ")]
+    returns = [float(line.split("return ")[1].split(",")[0]) for line in episodes]
+    assert returns == pytest.approx(final, abs=1e-3) and len(returns) == 10
+    assert (run_dir / "videos" / "evaluate-seed1.mp4").stat().st_size > 0

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pandas.testing as pdt
 import pytest
@@ -15,6 +16,7 @@ from synthetic_runs import (
     GOLDEN_SEEDS,
     GOLDEN_VARIANTS,
     SyntheticRun,
+    write_extracted,
     write_golden_set,
     write_run_dir,
 )
@@ -57,6 +59,23 @@ def test_extract_writes_the_scalar_table_and_the_run_summary(tmp_path: Path) -> 
     assert len(summary["extraction"]["event_files"]) == 2
     assert summary["extraction"]["scalar_points"] == len(run.expected_frame())
     assert sorted(p.name for p in output.parent.iterdir()) == ["1.csv", "1.json"]  # no temp left
+
+
+def test_extract_carries_the_evaluations_into_csv_and_json(tmp_path: Path) -> None:
+    run = SyntheticRun(eval_frequency=1000, eval_episodes=4)
+    run_dir = write_run_dir(tmp_path / "run", run)
+    output = tmp_path / "out" / "1.csv"
+    assert main(["extract", "--run-dir", str(run_dir), "--output", str(output)]) == 0
+    scalars = read_extracted_csv(output)
+    pdt.assert_frame_equal(scalars, run.expected_frame())
+    for tag in ("eval/episodic_return", "eval/episodic_length"):
+        assert scalars[scalars.tag == tag].step.tolist() == [1000] * 4 + [2000] * 4
+    summary = json.loads(output.with_suffix(".json").read_text())
+    assert summary["extraction"]["evaluations"] == [
+        {"step": step, "episodes": 4, "mean_return": 100.0 + 0.1 * step + 10.0}
+        for step in (1000, 2000)
+    ]
+    assert summary["args"]["eval_episodes"] == 4
 
 
 def test_extract_errors_name_the_file_and_keep_good_outputs(
@@ -109,12 +128,53 @@ def test_plots_command_writes_png_and_svg(extracted: Path, tmp_path: Path) -> No
     assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
-        f"{stem}.{ext}" for stem in ("sac", "sac-time", "sac-sps") for ext in ("png", "svg")
+        f"{stem}.{ext}"
+        for stem in ("sac", "sac-time", "sac-sps", "sac-eval")
+        for ext in ("png", "svg")
     )
     assert (out / "sac.png").read_bytes().startswith(b"\x89PNG")
     first = (out / "sac.svg").read_bytes()
     assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
     assert (out / "sac.svg").read_bytes() == first  # reruns are byte-identical
+
+
+def test_the_evaluation_figure_is_drawn_only_from_runs_that_evaluated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import matplotlib.image
+
+    from sacbench.results import cli, plots
+
+    assert tuple(plots.FIGURES) == cli.FIGURE_NAMES
+    extracted = tmp_path / "extracted"
+    for variant, run in (("a", SyntheticRun(seed=1)), ("b", SyntheticRun(seed=1))):
+        write_extracted(extracted, tmp_path / "runs", run, variant=variant)
+    flags = ["--extracted-dir", str(extracted), "--variants", "a", "b"]
+    flags += ["--env-ids", "Hopper-v4", "--seeds", "1"]
+    # No evaluations: by default the figure is left out; asked for, it is an error.
+    assert main(["plots", *flags, "--out-dir", str(tmp_path / "all")]) == 0
+    assert sorted(p.stem for p in (tmp_path / "all").glob("*.png")) == [
+        "sac",
+        "sac-sps",
+        "sac-time",
+    ]
+    assert (
+        main(["plots", *flags, "--out-dir", str(tmp_path / "eval"), "--figures", "sac-eval"]) == 1
+    )
+    assert "--figures sac-eval: none of the runs logged" in capsys.readouterr().err
+    assert not (tmp_path / "eval").exists()
+    # One variant evaluated: only the evaluation figure, a real rendered image with its curve.
+    write_extracted(extracted, tmp_path / "rerun", SyntheticRun(seed=1, eval_frequency=500,
+                    eval_episodes=3), variant="b")  # fmt: skip
+    assert (
+        main(["plots", *flags, "--out-dir", str(tmp_path / "eval"), "--figures", "sac-eval"]) == 0
+    )
+    assert sorted(p.name for p in (tmp_path / "eval").iterdir()) == ["sac-eval.png", "sac-eval.svg"]
+    image = matplotlib.image.imread(tmp_path / "eval" / "sac-eval.png")
+    assert image.ndim == 3 and min(image.shape[:2]) > 200
+    assert len(np.unique(image.reshape(-1, image.shape[2]), axis=0)) > 20  # not a blank canvas
+    svg = (tmp_path / "eval" / "sac-eval.svg").read_text()
+    assert 'id="eval:b"' in svg and 'id="eval:a"' not in svg
 
 
 def test_a_failed_table_never_replaces_a_good_one(

@@ -26,9 +26,17 @@ import psutil
 import pytest
 import yaml
 
-from sacbench.config import replay_buffer_bytes, train_memory_mb, train_runtime_minutes
+from sacbench.config import (
+    evaluation_seconds,
+    load_schema,
+    replay_buffer_bytes,
+    run_trainer_args,
+    train_memory_mb,
+    train_runtime_minutes,
+    validated_config,
+)
 from sacbench.events import read_run_scalars
-from sacbench.tags import TIME_TAGS
+from sacbench.tags import CLOCK_TAGS, EVAL_EPISODE_TAGS
 from tests.slurm_cluster import (
     REPO,
     Request,
@@ -66,8 +74,26 @@ SMOKE_TARGETS = [
     "sac.md",
     "sac_runtimes.md",
     "sac_aggregate.md",
-    *[f"plots/{name}.{ext}" for name in ("sac", "sac-time", "sac-sps") for ext in ("png", "svg")],
+    *[
+        f"plots/{name}.{ext}"
+        for name in ("sac", "sac-time", "sac-sps", "sac-eval")
+        for ext in ("png", "svg")
+    ],
+    f"videos/{VARIANT}/InvertedPendulum-v4.mp4",
 ]
+
+
+def smoke_time_limit(env_id: str) -> int:
+    """A smoke train job's time limit: its steps and its evaluations (InvertedPendulum's filmed)."""
+    schema = load_schema(REPO / "workflow" / "schemas" / "config.schema.yaml")
+    args = run_trainer_args(
+        validated_config(SMOKE, schema=schema), variant=VARIANT, env_id=env_id, seed=1
+    )
+    return train_runtime_minutes(
+        env_id=env_id,
+        total_timesteps=args["total_timesteps"],
+        evaluation_seconds=evaluation_seconds(args, env_id=env_id),
+    )
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +136,7 @@ def run_dir(workdir: Path, results: str, env_id: str, seed: int = 1, variant: st
 def comparable_scalars(path: Path) -> pd.DataFrame:
     """A run's scalars without wall times and without the scalars that measure time."""
     scalars = read_run_scalars(path)
-    untimed = scalars[~scalars["tag"].isin(list(TIME_TAGS))]
+    untimed = scalars[~scalars["tag"].isin(list(CLOCK_TAGS))]
     return untimed[["tag", "step", "value"]].reset_index(drop=True)
 
 
@@ -181,7 +207,7 @@ def test_smoke_workflow_runs_every_train_job_as_a_slurm_job(smoke_runs: SmokeRun
         assert seen.states[job.slurm_id][-1] == "COMPLETED", seen.states[job.slurm_id]
         # ...with the rule's requests: one CPU, the run's memory, the task's time limit.
         assert seen.requests[job.slurm_id] == Request(
-            time_limit_minutes=train_runtime_minutes(env_id=env_id, total_timesteps=2000),
+            time_limit_minutes=smoke_time_limit(env_id),
             cpus=1,
             memory_mb=train_memory_mb(env_id=env_id, buffer_size=2000),
         ), env_id
@@ -198,11 +224,17 @@ def test_smoke_workflow_runs_every_train_job_as_a_slurm_job(smoke_runs: SmokeRun
         wildcards: seen.requests[job.slurm_id].time_limit_minutes
         for wildcards, job in train_jobs.items()
     }
-    assert max(limits, key=limits.get) == f"{VARIANT}_Humanoid-v4_1", limits
+    filmed = f"{VARIANT}_InvertedPendulum-v4_1"  # the smoke preset's video
+    unfilmed = {wildcards: limit for wildcards, limit in limits.items() if wildcards != filmed}
+    assert max(unfilmed, key=unfilmed.get) == f"{VARIANT}_Humanoid-v4_1", limits
+    assert limits[filmed] > limits[f"{VARIANT}_Hopper-v4_1"], limits  # filming takes time
     # Extraction, tables and plots ran on the submit host, in this Snakemake process.
     for env_id in SMOKE_ENV_IDS:
         assert (on_slurm / "results/smoke/extracted" / VARIANT / env_id / "1.csv").is_file()
-    for rule in ("extract", "runtimes_table", "returns_table", "aggregate_table", "plots"):
+    for rule in (
+        "extract", "runtimes_table", "returns_table", "aggregate_table", "plots", "eval_plot",
+        "video",
+    ):  # fmt: skip
         assert f"localrule {rule}:" in output, rule
     assert output.count("localrule extract:") == len(SMOKE_ENV_IDS), output
     assert [path.name for path in (on_slurm / "logs" / "slurm").iterdir()] == ["rule_train"]
@@ -429,7 +461,8 @@ def test_requeued_train_job_resumes_without_losing_or_repeating_a_step(
 
     # No step lost or duplicated: the event log equals the uninterrupted run's.
     resumed = comparable_scalars(slurm_run_dir)
-    assert not resumed.duplicated(["tag", "step"]).any()
+    # (The final evaluation's episodes share their step.)
+    assert not resumed[~resumed["tag"].isin(EVAL_EPISODE_TAGS)].duplicated(["tag", "step"]).any()
     pd.testing.assert_frame_equal(
         resumed, comparable_scalars(run_dir(reference, "results", PREEMPT_ENV))
     )

@@ -6,11 +6,13 @@ Regenerate the stored files after an intended change with
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from synthetic_runs import (
     GOLDEN_ENV_IDS,
@@ -116,11 +118,41 @@ def test_a_return_cell_recomputed_from_raw_events(runset: RunSet, golden_root: P
         runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
     ).markdown
     row = _row(markdown, "## Training return", "HalfCheetah-v4")
-    # Columns: env, then (return, CI, n) per variant, then pr-424.
-    assert row[4].split(" [")[0] == expected
-    assert row[6] == "3"
+    # Columns: env, then (return, CI, n, final eval, eval CI) per variant, then pr-424.
+    assert row[6].split(" [")[0] == expected
+    assert row[8] == "3"
     pr424 = published.PR424["HalfCheetah-v4"]
-    assert row[7] == f"{pr424.return_mean:,.2f} ± {pr424.return_std:,.2f}"
+    assert row[11] == f"{pr424.return_mean:,.2f} ± {pr424.return_std:,.2f}"
+
+
+def _raw_points(run_dir: Path, tag: str) -> list[tuple[int, float]]:
+    """Every (step, value) of ``tag`` in the event files, repeated steps included."""
+    points = []
+    for path in sorted(run_dir.glob("*tfevents*")):
+        accumulator = event_accumulator.EventAccumulator(
+            str(path), size_guidance={event_accumulator.SCALARS: 0}, purge_orphaned_data=False
+        )
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            points += [(event.step, event.value) for event in accumulator.Scalars(tag)]
+    return points
+
+
+def test_a_final_eval_cell_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
+    per_seed = []
+    for seed in GOLDEN_SEEDS:
+        run_dir = golden_root / "runs" / "fast" / "Hopper-v4" / str(seed)
+        points = _raw_points(run_dir, "eval/episodic_return")
+        final = [value for step, value in points if step == 2000]
+        assert len(final) == 10 and len(points) == 40  # at steps 500, 1000, 1500 and 2000
+        per_seed.append(np.mean(final))
+    markdown = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    ).markdown
+    row = _row(markdown, "## Training return", "Hopper-v4")
+    assert row[4] == f"{np.mean(per_seed):,.2f} ± {np.std(per_seed):,.2f}"
+    low, high = (float(text) for text in row[5].strip("[]").split(", "))
+    assert low <= np.mean(per_seed) <= high and low >= min(per_seed) and high <= max(per_seed)
 
 
 def test_sps_cells_recomputed_from_raw_events(runset: RunSet, golden_root: Path) -> None:
@@ -305,7 +337,57 @@ def test_allow_missing_renders_n_a_cells_with_footnotes(damaged_root: Path) -> N
     row = _row(runtimes.markdown, "## CleanRL SPS", "Hopper-v4")
     assert row[1].startswith("179.0 ± 0.0 [")  # two seeds, with footnote marks
     assert row[2].startswith("n/a [")  # no seed at all
-    assert _row(returns.markdown, "## Training return", "Hopper-v4")[4].startswith("n/a [")
+    hopper = _row(returns.markdown, "## Training return", "Hopper-v4")
+    assert hopper[6].startswith("n/a [") and hopper[9].startswith("n/a [")  # reference: none
+    cheetah = _row(returns.markdown, "## Training return", "HalfCheetah-v4")
+    assert cheetah[9].startswith("485.00 ± 5.00 [")  # seeds 2 and 3 only
+    assert "reference/HalfCheetah-v4: no final evaluation in seed 1" in returns.markdown
+
+
+def _evaluation_runset(root: Path, runs: dict[str, list[SyntheticRun]]) -> RunSet:
+    for variant, variant_runs in runs.items():
+        for run in variant_runs:
+            write_extracted(root / "extracted", root / "runs", run, variant=variant)
+    selection = Selection(variants=tuple(runs), env_ids=("Hopper-v4",), seeds=(1, 2))
+    return load_runs(extracted_dir=root / "extracted", selection=selection, allow_missing=False)
+
+
+def test_runs_without_a_final_evaluation_show_a_dash_with_a_note(tmp_path: Path) -> None:
+    runset = _evaluation_runset(
+        tmp_path,
+        {
+            "evaluated": [SyntheticRun(seed=seed, eval_episodes=3) for seed in (1, 2)],
+            # Evaluated during training only: that is no final evaluation either.
+            "never": [SyntheticRun(seed=seed) for seed in (1, 2)],
+        },
+    )
+    table = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    )
+    row = _row(table.markdown, "## Training return", "Hopper-v4")
+    # seed s: 100 + 0.1 * 2000 + 10 s, episodes spread symmetrically around it
+    assert row[4] == "315.00 ± 5.00" and row[5] == "[310.00, 320.00]"
+    assert row[9].startswith("– [") and row[10] == "–"
+    mark = row[9].split(" ")[1]
+    assert f"- {mark} –: no final evaluation in these runs" in table.markdown
+    csv = pd.read_csv(io.StringIO(table.csv)).set_index("variant")
+    assert csv.loc["evaluated", ["eval_n_seeds", "eval_episodes_min"]].tolist() == [2, 3]
+    assert csv.loc["never", "eval_n_seeds"] == 0 and np.isnan(csv.loc["never", "eval_return_mean"])
+
+
+def test_a_final_evaluation_with_other_than_eval_episodes_is_an_error(tmp_path: Path) -> None:
+    runs = [SyntheticRun(seed=seed, eval_episodes=3) for seed in (1, 2)]
+    runs[1] = SyntheticRun(seed=2, eval_episodes=3, extra_args={"eval_episodes": 5})
+    runset = _evaluation_runset(tmp_path, {"fast": runs})
+    with pytest.raises(
+        ResultsInputError,
+        match=r"fast/Hopper-v4/seed 2: .*2\.csv holds 3 "
+        r"eval/episodic_return values at the final step 2000.*eval_episodes=5",
+    ):
+        returns_table(
+            runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0,
+            allow_missing=False,
+        )  # fmt: skip
 
 
 def test_mislabelled_summary_is_rejected(golden_root: Path, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from sacbench.events import read_run_scalars
-from sacbench.tags import EPISODE_TAGS, LOSS_TAGS, TIME_TAGS
+from sacbench.tags import EPISODE_TAGS, EVAL_EPISODE_TAGS, EVAL_TAGS, LOSS_TAGS, TIME_TAGS
 from sacbench.training.checkpoint import load_state
 from sacbench.training.run_dir import RunDir
 from tests.trainer_runs import (
@@ -59,7 +59,11 @@ def finished_reference_run(tmp_path_factory) -> Path:
 
 def test_every_tag_is_written_at_cleanrl_cadence(finished_run):
     scalars = read_scalars(finished_run)
-    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS}
+    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS, *EVAL_TAGS}
+    # The final evaluation (10 episodes by default), at the number of steps done.
+    for tag in EVAL_EPISODE_TAGS:
+        assert [step for step, _ in scalars[tag]] == [1500] * 10, tag
+    assert [step for step, _ in scalars["charts/eval_seconds"]] == [1500]
     # Losses and SPS every 100 steps once global_step > learning_starts (1000) of 1500 steps.
     for tag in (*LOSS_TAGS, "charts/SPS", "charts/steady_SPS"):
         assert [step for step, _ in scalars[tag]] == [1100, 1200, 1300, 1400], tag
@@ -241,7 +245,10 @@ def _assert_killed_and_resumed_run_equals(
     resumed = read_scalars(run_dir)
     for tag, series in resumed.items():
         steps = [step for step, _ in series]
-        assert steps == sorted(set(steps)), f"{tag} has repeated or unordered steps"
+        # An evaluation's episodes share its step; the reader rejects one logged by two sessions.
+        expected = sorted(steps) if tag in EVAL_EPISODE_TAGS else sorted(set(steps))
+        assert steps == expected, f"{tag} has repeated or unordered steps"
+    read_run_scalars(run_dir)
     assert reproducible(resumed) == reproducible(read_scalars(finished))
     assert all(value > 0 for _, value in resumed["charts/steady_SPS"])
     metadata = json.loads((run_dir / "metadata.json").read_text())
@@ -278,7 +285,9 @@ def test_run_with_fixed_alpha_keeps_it_and_writes_no_alpha_loss(tmp_path, update
     assert metadata["args"]["autotune"] is False and metadata["args"]["alpha"] == 0.3
     scalars = read_scalars(run_dir)
     # CleanRL writes losses/alpha_loss only when it tunes alpha.
-    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS} - {"losses/alpha_loss"}
+    assert set(scalars) == {*LOSS_TAGS, *EPISODE_TAGS, *TIME_TAGS, *EVAL_TAGS} - {
+        "losses/alpha_loss"
+    }
     assert scalars["losses/alpha"] == [(300, float(np.float32(0.3))), (400, float(np.float32(0.3)))]
     assert [step for step, _ in scalars["losses/actor_loss"]] == [300, 400]  # the actor trained
     learner = RunDir(run_dir).load_checkpoint()["learner"]

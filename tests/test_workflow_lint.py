@@ -71,6 +71,8 @@ def test_default_config_plans_the_full_benchmark(workdir: Path):
     assert counts["train"] == 18
     assert counts["extract"] == 18
     assert {"runtimes_table", "returns_table", "aggregate_table", "plots", "all"} <= set(counts)
+    # Every run ends with a final evaluation, so the evaluation figure is built; nothing filmed.
+    assert counts["eval_plot"] == 1 and "video" not in counts
     trained = {output for rule, output in jobs if rule == "train"}
     assert "results/runs/sac_continuous_action/Humanoid-v4/3/complete.json" in trained
 
@@ -104,6 +106,13 @@ def test_smoke_profile_plans_six_runs_that_reach_the_update(workdir: Path):
         steps = int(re.search(r"--total-timesteps (\d+)", command).group(1))
         learning_starts = int(re.search(r"--learning-starts (\d+)", command).group(1))
         assert learning_starts < steps
+        assert "--eval-episodes 3" in command
+        # The one video of the smoke preset: InvertedPendulum-v4's final evaluation.
+        filmed = "--env-id InvertedPendulum-v4" in command
+        assert ("--capture-video" in command.split()) == filmed, command
+    videos = [output for rule, output in jobs if rule == "video"]
+    assert videos == ["results/smoke/videos/sac_continuous_action/InvertedPendulum-v4.mp4"]
+    assert sum(rule == "eval_plot" for rule, _ in jobs) == 1
 
 
 RUNTIME_KEYS = {"threads", "mem_mb", "mem", "runtime", "resources", "slurm_partition",

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from sacbench.tags import TIME_TAGS  # clock-dependent; everything else is reproducible
+from sacbench.tags import CLOCK_TAGS  # clock-dependent; everything else is reproducible
 
 SHORT_RUN = (
     "--env-id", "Hopper-v4",
@@ -85,7 +85,7 @@ def read_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def reproducible(scalars: dict[str, list[tuple[int, float]]]) -> dict[str, list[tuple[int, float]]]:
-    return {tag: series for tag, series in scalars.items() if tag not in TIME_TAGS}
+    return {tag: series for tag, series in scalars.items() if tag not in CLOCK_TAGS}
 
 
 def write_format_1_state(path: Path, state: dict[str, Any]) -> None:

@@ -5,8 +5,10 @@
                                         --md OUT.md --csv OUT.csv [--allow-missing]
     python -m sacbench.report returns   ... --md OUT.md --csv OUT.csv [--last-episodes 100]
                                         [--bootstrap-resamples 2000] [--bootstrap-seed 0]
-    python -m sacbench.report plots     ... --out-dir DIR      (sac, sac-time, sac-sps: .png, .svg)
+    python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..]
+                                        (sac, sac-time, sac-sps, sac-eval: .png, .svg)
     python -m sacbench.report aggregate ... --md OUT.md --csv OUT.csv [--bootstrap-resamples 2000]
+    python -m sacbench.report video     --run-dir DIR --mp4 OUT.mp4 --html OUT.html
 
 Every command computes all of its outputs in memory first and then writes each through a
 temporary file and a rename, so a failure never leaves a partial table over a good one.
@@ -31,6 +33,10 @@ from sacbench.results.render import TableText
 from sacbench.results.returns import returns_table
 from sacbench.results.runs import ResultsInputError, RunSet, Selection, load_runs
 from sacbench.results.runtimes import runtimes_table
+from sacbench.results.videos import publish_video
+
+# The names of sacbench.results.plots.FIGURES, which imports matplotlib only when plots are drawn.
+FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval")
 
 
 class ReportError(ValueError):
@@ -142,9 +148,13 @@ def command_plots(options: argparse.Namespace) -> None:
     if options.smoothing_episodes < 1:
         raise ReportError(f"--smoothing-episodes must be >= 1, got {options.smoothing_episodes}")
     runset = _runset(options)
+    names = options.figures or plots.figures_with_data(runset)
+    for name in names:
+        if name in plots.HAS_DATA and not plots.HAS_DATA[name](runset):
+            raise ReportError(f"--figures {name}: none of the runs logged what it shows")
     figures = {
-        name: draw(runset, smoothing_episodes=options.smoothing_episodes)
-        for name, draw in plots.FIGURES.items()
+        name: plots.FIGURES[name](runset, smoothing_episodes=options.smoothing_episodes)
+        for name in dict.fromkeys(names)
     }
     outputs: dict[Path, str | bytes] = {}
     for name, figure in figures.items():
@@ -201,15 +211,29 @@ def build_parser() -> argparse.ArgumentParser:
         table.add_argument("--md", type=Path, required=True)
         table.add_argument("--csv", type=Path, required=True)
 
-    plot = commands.add_parser("plots", help="results/plots/sac{,-time,-sps}.{png,svg}")
+    plot = commands.add_parser("plots", help="results/plots/sac{,-time,-sps,-eval}.{png,svg}")
     _selection_arguments(plot)
     plot.add_argument("--out-dir", type=Path, required=True)
+    plot.add_argument(
+        "--figures",
+        nargs="+",
+        choices=FIGURE_NAMES,
+        help="the figures to draw (default: every one the runs have data for; sac-eval needs "
+        "runs that evaluated)",
+    )
     plot.add_argument(
         "--smoothing-episodes",
         type=int,
         default=10,
         help="trailing mean over this many episodes per seed in the return plots (1: none)",
     )
+
+    video = commands.add_parser(
+        "video", help="a run's videos/final.mp4 -> OUT.mp4, and OUT.html that plays it"
+    )
+    video.add_argument("--run-dir", type=Path, required=True)
+    video.add_argument("--mp4", type=Path, required=True)
+    video.add_argument("--html", type=Path, required=True)
     return parser
 
 
@@ -220,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             extract_run(run_dir=options.run_dir, output_csv=options.output, reader=options.reader)
         elif options.command == "plots":
             command_plots(options)
+        elif options.command == "video":
+            publish_video(run_dir=options.run_dir, mp4=options.mp4, page=options.html)
         else:
             command_table(options.command, options)
     except (ReportError, ResultsInputError, EventLogError, ValueError) as error:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sacbench import published
-from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
+from sacbench.tags import ELAPSED_TAG, EVAL_RETURN_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
 
 
 def runtime_definitions() -> list[str]:
@@ -40,6 +40,11 @@ def runtime_definitions() -> list[str]:
         f"minutes. It projects wall-clock time, and the {published.LABEL} runtime reads about "
         "0.95x the final wall-clock: equal speed shows as a projection of about "
         f"{published.LABEL} runtime / 0.95.",
+        "**Evaluation time is excluded**: the trainer's evaluations (every --eval-frequency "
+        "steps, and the final one after the last step) are not training, and their time is "
+        f"left out of {SPS_TAG}, {STEADY_SPS_TAG}, {ELAPSED_TAG} and complete.json's "
+        "elapsed_seconds, so every figure in this table (SPS, steady SPS, wall-clock, "
+        "openrlbenchmark-compatible and projected minutes) counts training time only.",
         "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
         "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
         "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
@@ -63,9 +68,19 @@ def returns_definitions(
         "a run with fewer finished episodes uses all it has, see the notes); then mean ± std "
         "over seeds with ddof=0 (population), as openrlbenchmark.",
         "**n**: seeds that contribute to the cell.",
+        f"[G] **Final eval**: per run, the mean of the {EVAL_RETURN_TAG} values of its final "
+        "evaluation, logged at the run's last step: after the last training step the trainer "
+        "runs --eval-episodes episodes (default 10) of the deterministic policy (tanh of the "
+        "actor's mean, scaled to the action bounds) on an env of its own, seeded apart from "
+        "training, and logs each episode's undiscounted return; then mean ± std over seeds with "
+        "ddof=0. Evaluations during training (--eval-frequency) are in the plots, not here. "
+        f"CleanRL's SAC script does not evaluate, so {published.LABEL} has no such number; "
+        "compare it with the training return. –: the runs have no final evaluation (see the "
+        "notes).",
         f"[C] **95% CI**: percentile bootstrap of the mean over seeds, {bootstrap_resamples} "
-        f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant). "
-        "With 3 seeds it can take at most 10 distinct values: read it as a rough range.",
+        f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant; "
+        "the final-eval CI with a stream of its own). With 3 seeds it can take at most 10 "
+        "distinct values: read it as a rough range.",
         f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
         f"over seeds 1-3 after 1,000,000 steps. Software: {published.PR424_SOFTWARE}. "
         "Runs shorter than 1M steps are not comparable with it.",

@@ -7,9 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from sacbench.atomic import write_atomically
 from sacbench.events import Reader, event_files, read_run_scalars
 from sacbench.results.runs import ResultsInputError, read_json_object
+from sacbench.tags import EVAL_RETURN_TAG
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
@@ -28,6 +31,15 @@ def run_summary(run_dir: Path) -> dict[str, Any]:
     return {**metadata, **complete}
 
 
+def evaluation_summary(scalars: pd.DataFrame) -> list[dict[str, Any]]:
+    """One entry per evaluation the run logged: the step, its episodes and their mean return."""
+    points = scalars[scalars["tag"] == EVAL_RETURN_TAG]
+    return [
+        {"step": int(step), "episodes": len(group), "mean_return": float(group["value"].mean())}
+        for step, group in points.groupby("step", sort=True)
+    ]
+
+
 def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader = "records") -> None:
     """Write OUT.csv (tag, step, wall_time, value) and OUT.json (the run summary)."""
     run_dir, output_csv = Path(run_dir), Path(output_csv)
@@ -42,6 +54,7 @@ def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader =
         "event_files": [path.name for path in event_files(run_dir)],
         "scalar_points": len(scalars),
         "reader": reader,
+        "evaluations": evaluation_summary(scalars),
     }
     csv_buffer = io.StringIO()
     # Each float as its shortest repr, which reads back as the very same double.

@@ -11,7 +11,7 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results.runs import MetricError, Run
-from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
+from sacbench.tags import ELAPSED_TAG, EVAL_RETURN_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
 
 # openrlbenchmark (via expt's AGGREGATE_MEAN_LAST(0.1)) averages this fraction of the last rows.
 OPENRLBENCHMARK_TAIL = 0.1
@@ -124,6 +124,37 @@ def last_episodes_mean(run: Run, *, episodes: int) -> tuple[float, int]:
         raise MetricError(f"{run.key.label}: no finished episode ({RETURN_TAG}) in {run.csv_path}")
     tail = returns.iloc[-episodes:]
     return float(tail.mean()), len(tail)
+
+
+@dataclass(frozen=True)
+class FinalEvaluation:
+    """A run's final evaluation: the mean of its episodes' returns, and how many there were."""
+
+    mean_return: float
+    episodes: int
+
+
+def final_evaluation(run: Run) -> FinalEvaluation | None:
+    """The eval/episodic_return values logged at the run's last step (complete.json's
+    global_step), where the trainer's final evaluation logs them; None when the run has none
+    (trained with --eval-episodes 0, or by a trainer without evaluation)."""
+    final_step = run.summary.get("global_step")
+    if isinstance(final_step, bool) or not isinstance(final_step, int):
+        raise MetricError(
+            f"{run.key.label}: {run.csv_path.with_suffix('.json')} has no integer global_step "
+            f"(from complete.json), got {final_step!r}"
+        )
+    points = run.series(EVAL_RETURN_TAG)
+    final = points[points["step"] == final_step]["value"]
+    if final.empty:
+        return None
+    expected = run.summary_value("args", "eval_episodes")
+    if isinstance(expected, int) and not isinstance(expected, bool) and len(final) != expected:
+        raise MetricError(
+            f"{run.key.label}: {run.csv_path} holds {len(final)} {EVAL_RETURN_TAG} values at the "
+            f"final step {final_step}, but the run was trained with eval_episodes={expected}"
+        )
+    return FinalEvaluation(mean_return=float(final.mean()), episodes=len(final))
 
 
 def openrlbenchmark_minutes(runs: Sequence[Run]) -> float:

@@ -1,4 +1,5 @@
-"""The results figures: return vs step, return vs wall-clock, and SPS vs step.
+"""The results figures: return vs step, return vs wall-clock, SPS vs step, and, when the runs
+evaluated, evaluation return vs step.
 
 One panel per task in a 3-column grid, one colour per variant, mean over seeds as a line and
 ± one (population) std over seeds as a band. The functions return matplotlib Figures and write
@@ -11,7 +12,7 @@ where it lies inside the axes, so no text covers data and every legend entry is 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import matplotlib
@@ -24,7 +25,13 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import published  # noqa: E402
 from sacbench.results.runs import Run, RunSet  # noqa: E402
-from sacbench.tags import ELAPSED_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG  # noqa: E402
+from sacbench.tags import (  # noqa: E402
+    ELAPSED_TAG,
+    EVAL_RETURN_TAG,
+    RETURN_TAG,
+    SPS_TAG,
+    STEADY_SPS_TAG,
+)
 
 COLUMNS = 3
 GRID_POINTS = 200
@@ -108,7 +115,9 @@ def _band(
     )
     line.set_gid(gid)
     if grid[keep].size == 1:
+        # A single point (e.g. only a final evaluation): a marker, and the std as an error bar.
         line.set_marker("o")
+        axis.errorbar(grid[keep], mean[keep], yerr=std[keep], color=colour, capsize=3, fmt="none")
     axis.fill_between(
         grid[keep], (mean - std)[keep], (mean + std)[keep], color=colour, alpha=0.18, linewidth=0
     )
@@ -142,12 +151,14 @@ def _published_line(axis: plt.Axes, env_id: str, *, steps_done: float | None) ->
 
 
 def _steps_done(runset: RunSet, env_id: str) -> float | None:
-    """The longest run's step count (its last logged global step + 1) in a task's panel."""
+    """The longest run's step count in a task's panel: the step of its last charts/elapsed_seconds
+    (the trainer logs it at the last step) + 1. Evaluations are logged at the number of steps
+    done, one more than the last step's index, so the last step of any tag would overcount."""
     steps = [
-        float(run.scalars["step"].max()) + 1.0
+        float(elapsed["step"].max()) + 1.0
         for variant in runset.selection.variants
         for run in runset.runs_of(variant, env_id)
-        if not run.scalars.empty
+        if not (elapsed := run.series(ELAPSED_TAG)).empty
     ]
     return max(steps) if steps else None
 
@@ -300,6 +311,60 @@ def sps_vs_steps(runset: RunSet) -> Figure:
     return figure
 
 
+def _evaluation_curve(run: Run) -> tuple[np.ndarray, np.ndarray]:
+    """Each evaluation's step and the mean return of its episodes."""
+    means = run.series(EVAL_RETURN_TAG).groupby("step", sort=True)["value"].mean()
+    return means.index.to_numpy(np.float64), means.to_numpy(np.float64)
+
+
+def has_evaluations(runset: RunSet) -> bool:
+    """Whether any run logged an evaluation (eval/episodic_return)."""
+    return any((run.scalars["tag"] == EVAL_RETURN_TAG).any() for run in runset.runs.values())
+
+
+def _no_evaluation_note(runset: RunSet) -> str:
+    labels = [
+        key.label
+        for key, run in sorted(runset.runs.items())
+        if not (run.scalars["tag"] == EVAL_RETURN_TAG).any()
+    ]
+    if not labels:
+        return ""
+    more = f" and {len(labels) - 3} more" if len(labels) > 3 else ""
+    return f"\nNo evaluation logged (not drawn): {', '.join(labels[:3])}{more}"
+
+
+def evaluation_returns(runset: RunSet) -> Figure:
+    """sac-eval.png: the mean return of each evaluation (deterministic policy) vs global step."""
+    if not has_evaluations(runset):
+        raise ValueError(
+            f"no run logged {EVAL_RETURN_TAG}: the runs did not evaluate (--eval-episodes 0, or a "
+            "trainer without evaluation)"
+        )
+    figure, axes = _grid(runset)
+    colours = _colours(runset.selection.variants)
+    for axis, env_id in zip(axes, runset.selection.env_ids, strict=True):
+        for variant in runset.selection.variants:
+            curves = [_evaluation_curve(run) for run in runset.runs_of(variant, env_id)]
+            _band(axis, curves, colour=colours[variant], label=variant, gid=f"eval:{variant}")
+        steps = {float(x) for line in axis.get_lines() for x in line.get_xdata()}
+        if len(steps) == 1 and min(steps) > 0:
+            # Only the final evaluation: show where it lies in the run, from step 0.
+            axis.set_xlim(0, 1.05 * min(steps))
+    _finish(
+        figure,
+        axes,
+        title="Evaluation return vs global step: each evaluation's mean over its episodes "
+        "(deterministic policy),\nthen mean over seeds, band ± 1 std (ddof=0); "
+        f"{published.LABEL} published no evaluation returns{_no_evaluation_note(runset)}"
+        f"{_missing_note(runset)}",
+        xlabel="global step (environment steps)",
+        ylabel="evaluation return",
+        steps_on_x=True,
+    )
+    return figure
+
+
 class Draw(Protocol):
     def __call__(self, runset: RunSet, *, smoothing_episodes: int) -> Figure: ...
 
@@ -309,10 +374,23 @@ def _sps_figure(runset: RunSet, *, smoothing_episodes: int) -> Figure:
     return sps_vs_steps(runset)
 
 
+def _evaluation_figure(runset: RunSet, *, smoothing_episodes: int) -> Figure:
+    del smoothing_episodes  # each point is already a mean over an evaluation's episodes
+    return evaluation_returns(runset)
+
+
 # `report plots` writes each as {name}.png and {name}.svg; workflow/rules/common.smk's
-# PLOT_NAMES lists the same names.
+# PLOT_NAMES and EVAL_PLOT_NAMES list the same names.
 FIGURES: dict[str, Draw] = {
     "sac": returns_vs_steps,
     "sac-time": returns_vs_time,
     "sac-sps": _sps_figure,
+    "sac-eval": _evaluation_figure,
 }
+# Figures that show something only some runs log: drawn only when some run has it.
+HAS_DATA: dict[str, Callable[[RunSet], bool]] = {"sac-eval": has_evaluations}
+
+
+def figures_with_data(runset: RunSet) -> list[str]:
+    """The FIGURES that have something to draw for these runs, in FIGURES' order."""
+    return [name for name in FIGURES if HAS_DATA.get(name, lambda _: True)(runset)]

@@ -111,6 +111,8 @@ def csv_text(frame: pd.DataFrame) -> str:
         "steps",
         "episodes_requested",
         "episodes_used_min",
+        "eval_n_seeds",
+        "eval_episodes_min",
         "n_tasks",
         "n_runs",
     ):

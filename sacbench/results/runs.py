@@ -71,9 +71,11 @@ class Run:
     summary: dict[str, Any]
 
     def series(self, tag: str) -> pd.DataFrame:
-        """The (step, wall_time, value) points of ``tag``, by step; empty if never logged."""
+        """The (step, wall_time, value) points of ``tag``, by step (an evaluation's episodes,
+        which share a step, in the order they were logged); empty if never logged."""
         points = self.scalars[self.scalars["tag"] == tag]
-        return points[["step", "wall_time", "value"]].sort_values("step").reset_index(drop=True)
+        points = points[["step", "wall_time", "value"]].sort_values("step", kind="stable")
+        return points.reset_index(drop=True)
 
     def summary_value(self, *path: str) -> Any:
         """A nested value of the run summary, or None when it was not recorded."""

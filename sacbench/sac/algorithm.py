@@ -87,12 +87,23 @@ def sample_action(
     normal = torch.distributions.Normal(mean, log_std.exp())
     x_t = normal.rsample()  # reparameterised: gradients flow to mean and log_std
     y_t = torch.tanh(x_t)
-    action = y_t * actor.action_scale + actor.action_bias
+    action = scale_to_bounds(actor, y_t)
     log_prob = normal.log_prob(x_t)
     log_prob = log_prob - torch.log(actor.action_scale * (1 - y_t.pow(2)) + 1e-6)
     log_prob = log_prob.sum(1, keepdim=True)
-    deterministic = torch.tanh(mean) * actor.action_scale + actor.action_bias
-    return action, log_prob, deterministic
+    return action, log_prob, scale_to_bounds(actor, torch.tanh(mean))
+
+
+def scale_to_bounds(actor: Actor, squashed: torch.Tensor) -> torch.Tensor:
+    """Map a tanh-squashed action in [-1, 1] onto the env's action bounds."""
+    return squashed * actor.action_scale + actor.action_bias
+
+
+def deterministic_action(actor: Actor, observations: torch.Tensor) -> torch.Tensor:
+    """The policy without exploration noise, for evaluation: tanh of the Gaussian's mean, scaled
+    to the action bounds (the third value of CleanRL's get_action). Draws no random numbers."""
+    mean, _ = actor(observations)
+    return scale_to_bounds(actor, torch.tanh(mean))
 
 
 # ==== 2. Losses (pure functions) ================================================================

@@ -65,6 +65,15 @@ class Args:
     overwrite: bool = False
     """move a run dir holding different run-defining args aside (never deleted) and train afresh;
     a finished run with the same args is never trained again"""
+    eval_frequency: int = 0
+    """evaluate the deterministic policy every N training steps (0: only the final evaluation)"""
+    eval_episodes: int = 10
+    """episodes per evaluation, on an env of its own seeded apart from training; the final
+    evaluation runs after the last step (0: no evaluation at all)"""
+    capture_video: bool = False
+    """record the first episode of each evaluation into RUN_DIR/videos/ (final.mp4, step-N.mp4)"""
+    save_model: bool = False
+    """save the final actor to RUN_DIR/{exp_name}.cleanrl_model (python -m sacbench.evaluate)"""
 
 
 # Fields that may change between sessions of the same run without changing what it computes
@@ -79,8 +88,16 @@ SESSION_FIELDS: frozenset[str] = frozenset(
         "cuda",
         "compile",
         "cudagraphs",
+        # What a run leaves besides its training: videos of its evaluations, its final actor.
+        "capture_video",
+        "save_model",
     }
 )
+
+# Run-defining fields added after run dirs were first recorded, with the value that a run dir
+# recorded before each existed stands for: such a run is the same run when asked with that value
+# (its finished runs are not trained again). A finished run of that age has no final evaluation.
+DEFAULTS_OF_UNRECORDED_FIELDS: dict[str, object] = {"eval_frequency": 0, "eval_episodes": 10}
 
 ARG_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Args))
 
@@ -99,7 +116,7 @@ def validate_args(args: Args) -> list[str]:
         value = getattr(args, name)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             problems.append(f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
-    for name in ("learning_starts", "checkpoint_interval"):
+    for name in ("learning_starts", "checkpoint_interval", "eval_frequency", "eval_episodes"):
         value = getattr(args, name)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             problems.append(
@@ -119,6 +136,8 @@ def validate_args(args: Args) -> list[str]:
         problems.append("--cudagraphs needs --compile")
     if args.update_path == "reference" and (args.compile or args.cudagraphs):
         problems.append("--compile/--cudagraphs apply to --update-path fast only")
+    if args.capture_video and args.eval_episodes == 0:
+        problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems
 
 
@@ -127,3 +146,8 @@ def run_defining_args(args: Args) -> dict[str, object]:
     return {
         key: value for key, value in dataclasses.asdict(args).items() if key not in SESSION_FIELDS
     }
+
+
+def recorded_run_args(recorded: dict[str, object]) -> dict[str, object]:
+    """A run dir's recorded args, with the fields it predates at the values it stands for."""
+    return {**DEFAULTS_OF_UNRECORDED_FIELDS, **recorded}

@@ -7,7 +7,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from sacbench.sac.algorithm import Batch, UpdateSchedule
+from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.reference_learner import ReferenceLearner
@@ -15,6 +15,8 @@ from sacbench.sac.reference_learner import ReferenceLearner
 
 class Learner(Protocol):
     """What the loop needs from an update path."""
+
+    actor: Actor  # both paths keep CleanRL's Actor; evaluation reads its deterministic action
 
     def act(self, observations: torch.Tensor) -> torch.Tensor: ...
 

@@ -14,6 +14,9 @@ from torch.utils.tensorboard import SummaryWriter
 from sacbench.sac.args import Args
 from sacbench.tags import (
     ELAPSED_TAG,
+    EVAL_LENGTH_TAG,
+    EVAL_RETURN_TAG,
+    EVAL_SECONDS_TAG,
     HYPERPARAMETERS_TAG,
     LENGTH_TAG,
     RETURN_TAG,
@@ -56,6 +59,16 @@ class EventLog:
         self.writer.add_scalar(SPS_TAG, int(global_step / elapsed), global_step)
         self.writer.add_scalar(STEADY_SPS_TAG, steady_sps, global_step)
         self.writer.add_scalar(ELAPSED_TAG, elapsed, global_step)
+
+    def evaluation(
+        self, step: int, *, returns: list[float], lengths: list[int], eval_seconds: float
+    ) -> None:
+        """One evaluation after `step` training steps: a point per episode, then the seconds
+        spent evaluating so far."""
+        for episode_return, episode_length in zip(returns, lengths, strict=True):
+            self.writer.add_scalar(EVAL_RETURN_TAG, episode_return, step)
+            self.writer.add_scalar(EVAL_LENGTH_TAG, episode_length, step)
+        self.writer.add_scalar(EVAL_SECONDS_TAG, eval_seconds, step)
 
     def elapsed(self, global_step: int, elapsed: float) -> None:
         self.writer.add_scalar(ELAPSED_TAG, elapsed, global_step)

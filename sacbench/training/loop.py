@@ -21,11 +21,13 @@ from sacbench.sac.algorithm import LOG_EVERY, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
 from sacbench.sac.learners import Learner, make_learner
 from sacbench.training.envs import check_env_id, float32_observation, make_env, step_env
+from sacbench.training.evaluation import Evaluator, deterministic_policy, evaluation_due
 from sacbench.training.event_log import EventLog, SteadyWindow
 from sacbench.training.progress import PROGRESS_FILE_NAME, RunProgress
 from sacbench.training.replay import ReplayBuffer
 from sacbench.training.rng import seed_everything
-from sacbench.training.run_dir import RunDir
+from sacbench.training.run_dir import RunDir, kill_point
+from sacbench.training.run_outputs import complete_finished_run, save_final_policy
 from sacbench.training.session import (
     LoopState,
     Session,
@@ -34,6 +36,11 @@ from sacbench.training.session import (
     resume_state,
 )
 from sacbench.training.signals import StopRequested
+from sacbench.training.video import (
+    check_rendering,
+    training_video_path,
+    use_headless_rendering,
+)
 
 
 def resolve_device(args: Args) -> torch.device:
@@ -51,7 +58,11 @@ def train(args: Args) -> int:
     run_dir = RunDir(Path(args.run_dir))
     if _finished_run(run_dir, args):
         return 0
+    if args.capture_video:
+        use_headless_rendering()  # before MuJoCo is imported
     env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
+    if args.capture_video:
+        check_rendering(args.env_id)  # a machine that cannot film fails before training
     device = resolve_device(args)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
 
@@ -102,6 +113,8 @@ def _finished_run(run_dir: RunDir, args: Args) -> bool:
     # completion record was removed (Snakemake removes it before rerunning a job).
     restored = not run_dir.is_complete()
     run_dir.restore_completion(finished)
+    for line in complete_finished_run(run_dir, args):
+        print(line)
     print(
         f"{run_dir.path} holds a run that finished all {args.total_timesteps} steps "
         f"(at {finished['finished_at']}); nothing to do"
@@ -148,10 +161,13 @@ def _record_end(
     session: Session, exit_code: int, exit_status: str, end_step: int, elapsed_total: float
 ) -> None:
     if exit_code == 0:
+        if session.args.save_model:
+            save_final_policy(session.run_dir.path, session.args, session.learner.actor)
         session.run_dir.finish(
             {"learner": session.learner.state_dict(), "buffer": {"added": session.buffer.added}},
             global_step=session.args.total_timesteps,
             elapsed_seconds=elapsed_total,
+            eval_seconds=session.state.eval_seconds,
         )
     session.progress.write(
         state="completed" if exit_code == 0 else "stopped",
@@ -175,6 +191,9 @@ def _training_session(session: Session) -> tuple[int, str, int, float]:
     exit_status, exit_code = "completed", 0
     global_step = state.step
     session.progress.write(global_step=state.step, elapsed_seconds=time.time() - state.start_time)
+    evaluator = None
+    if args.eval_episodes > 0:
+        evaluator = Evaluator(env_id=args.env_id, seed=args.seed, episodes=args.eval_episodes)
     with StopRequested() as stop:
         for global_step in range(state.step, args.total_timesteps):
             if global_step == args.learning_starts + 1:
@@ -191,6 +210,7 @@ def _training_session(session: Session) -> tuple[int, str, int, float]:
             if _train_step(session, event_log, window, global_step):
                 last_log_step = global_step
             finished_steps = global_step + 1
+            _maybe_evaluate(session, evaluator, event_log, window, finished_steps)
             _maybe_checkpoint(session, event_log, window, stop, finished_steps)
             stopped = _stop_status(stop, finished_steps, args.total_timesteps)
             if stopped is not None:
@@ -203,6 +223,8 @@ def _training_session(session: Session) -> tuple[int, str, int, float]:
             event_log.elapsed(args.total_timesteps - 1, elapsed_total)
         event_log.close()
         session.env.close()
+        if evaluator is not None:
+            evaluator.close()
     return exit_code, exit_status, global_step + 1, elapsed_total
 
 
@@ -266,6 +288,46 @@ def _train_step(
     window.restart(global_step, now)
     print(f"global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True)
     return True
+
+
+def _maybe_evaluate(
+    session: Session,
+    evaluator: Evaluator | None,
+    event_log: EventLog,
+    window: SteadyWindow,
+    finished_steps: int,
+) -> None:
+    """The evaluation due once `finished_steps` steps are done, if any (before the checkpoint of
+    that step, so a resume neither repeats nor skips one); its time is not training time."""
+    args, state = session.args, session.state
+    if evaluator is None or not evaluation_due(
+        finished_steps, eval_frequency=args.eval_frequency, total_timesteps=args.total_timesteps
+    ):
+        return
+    final = finished_steps == args.total_timesteps
+    video = None
+    if args.capture_video:
+        video = training_video_path(session.run_dir.path, step=finished_steps, final=final)
+    policy = deterministic_policy(session.learner.actor, session.device)
+    # replace: a resumed run repeats an evaluation whose events the resume cut off.
+    result = evaluator.run(policy, step=finished_steps, video=video, replace=True)
+    # Left out of charts/SPS, steady_SPS, elapsed_seconds (and complete.json's elapsed_seconds).
+    state.start_time += result.seconds
+    window.pause(result.seconds)
+    state.eval_seconds += result.seconds
+    event_log.evaluation(
+        finished_steps,
+        returns=result.returns,
+        lengths=result.lengths,
+        eval_seconds=state.eval_seconds,
+    )
+    kill_point(f"after-evaluation-{finished_steps}")  # tests: a kill before its checkpoint
+    mean_return = sum(result.returns) / len(result.returns)
+    print(
+        f"evaluation after {finished_steps} steps: mean return {mean_return:.2f} over "
+        f"{len(result.returns)} episodes ({result.seconds:.1f} s)",
+        flush=True,
+    )
 
 
 def _maybe_checkpoint(

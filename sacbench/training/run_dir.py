@@ -98,7 +98,9 @@ class RunDir:
         """{name: (recorded, asked)} for every run-defining arg the metadata records otherwise."""
         if not self.metadata_path.exists():
             return {}
-        recorded = self._read_metadata().get("args", {})
+        from sacbench.sac.args import recorded_run_args
+
+        recorded = recorded_run_args(self._read_metadata().get("args", {}))
         return {
             key: (recorded.get(key, "<missing>"), value)
             for key, value in run_args.items()
@@ -159,7 +161,14 @@ class RunDir:
         metadata.update(ended_at=session["ended_at"], exit_status=exit_status)
         write_json_atomically(self.metadata_path, metadata)
 
-    def finish(self, final_state: dict[str, Any], *, global_step: int, elapsed_seconds: float):
+    def finish(
+        self,
+        final_state: dict[str, Any],
+        *,
+        global_step: int,
+        elapsed_seconds: float,
+        eval_seconds: float = 0.0,
+    ):
         """Record a finished run, in an order that survives a kill at any point.
 
         1. the final state (with the completion record) replaces the last checkpoint; from here
@@ -172,6 +181,7 @@ class RunDir:
         record = {
             "global_step": global_step,
             "elapsed_seconds": elapsed_seconds,
+            "eval_seconds": eval_seconds,
             "finished_at": utc_now(),
         }
         final_state.update(

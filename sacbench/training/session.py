@@ -29,6 +29,9 @@ class LoopState:
     episode_return: float
     episode_length: int
     event_files: list[dict[str, Any]]  # each event file's name and checkpointed size
+    # Seconds spent evaluating, earlier sessions' included; start_time is moved forward by them,
+    # so that the elapsed time counts training only.
+    eval_seconds: float = 0.0
 
 
 @dataclass
@@ -85,6 +88,7 @@ def resume_state(
         episode_return=checkpoint["episode_return"],
         episode_length=checkpoint["episode_length"],
         event_files=event_files,
+        eval_seconds=checkpoint.get("eval_seconds", 0.0),  # absent before evaluation existed
     )
 
 
@@ -104,6 +108,7 @@ def capture_checkpoint(session: Session, *, global_step: int, elapsed_seconds: f
             "episode_return": state.episode_return,
             "episode_length": state.episode_length,
             "event_files": state.event_files,
+            "eval_seconds": state.eval_seconds,
             "progress": session.progress.checkpoint_state(),
         },
         buffer=session.buffer,

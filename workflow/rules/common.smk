@@ -38,6 +38,8 @@ RESULTS = config["results_dir"]
 VARIANTS = list(config["variants"])
 ENV_IDS = list(config["env_ids"])
 SEEDS = [str(seed) for seed in config["seeds"]]
+# Tasks whose final evaluation the report shows as a video, filmed in the first seed's run.
+VIDEO_ENV_IDS = list(config["video_env_ids"])
 
 
 wildcard_constraints:
@@ -79,13 +81,23 @@ def extracted_dir(wildcards, input):
 
 
 def plots_dir(wildcards, output):
-    return str(Path(output.returns).parent)
+    return str(Path(output[0]).parent)
+
+
+def filmed_run_completion(wildcards):
+    """The completion record of the run whose final evaluation is filmed for the report."""
+    return results(
+        f"runs/{wildcards.variant}/{wildcards.env_id}/{SEEDS[0]}/complete.json"
+    )
 
 
 def trainer_flags(wildcards):
-    """The variant's trainer arguments as flags; a params entry, so changing one re-runs
-    exactly the runs of the variants it affects."""
-    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    """The run's trainer arguments as flags (its variant's, and --capture-video for a run the
+    report shows a video of); a params entry, so changing one re-runs exactly the runs of the
+    variants it affects."""
+    args = sacbench_config.run_trainer_args(
+        config, variant=wildcards.variant, env_id=wildcards.env_id, seed=wildcards.seed
+    )
     return sacbench_config.trainer_cli(args)
 
 
@@ -106,10 +118,17 @@ def train_mem_mb(wildcards, attempt):
 
 
 def train_runtime(wildcards):
-    """The run's time limit in minutes, from its task's throughput and its number of steps."""
-    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    """The run's time limit in minutes, from its task's throughput, its number of steps and its
+    evaluations (and videos)."""
+    args = sacbench_config.run_trainer_args(
+        config, variant=wildcards.variant, env_id=wildcards.env_id, seed=wildcards.seed
+    )
     return sacbench_config.train_runtime_minutes(
-        env_id=wildcards.env_id, total_timesteps=args["total_timesteps"]
+        env_id=wildcards.env_id,
+        total_timesteps=args["total_timesteps"],
+        evaluation_seconds=sacbench_config.evaluation_seconds(
+            args, env_id=wildcards.env_id
+        ),
     )
 
 
@@ -141,7 +160,26 @@ def allow_missing_flag():
     return "--allow-missing" if config["report"]["allow_missing"] else ""
 
 
+# The figures of the plots rule; the evaluation figure has a rule of its own, built only when the
+# runs evaluate (sacbench.results.plots.FIGURES has them all).
 PLOT_NAMES = ["sac", "sac-time", "sac-sps"]
+EVAL_PLOT_NAME = "sac-eval"
+
+
+def evaluation_targets():
+    """The evaluation figure when the runs evaluate, and each video the report shows."""
+    plots = []
+    if sacbench_config.evaluates(config):
+        plots = expand(
+            results("plots/{name}.{ext}"), name=EVAL_PLOT_NAME, ext=["png", "svg"]
+        )
+    videos = expand(
+        results("videos/{variant}/{env_id}.{ext}"),
+        variant=VARIANTS,
+        env_id=VIDEO_ENV_IDS,
+        ext=["mp4", "html"],
+    )
+    return plots + videos
 
 
 def all_targets(wildcards):
@@ -153,4 +191,5 @@ def all_targets(wildcards):
         results("sac_aggregate.md"),
         results("sac_aggregate.csv"),
         *expand(results("plots/{name}.{ext}"), name=PLOT_NAMES, ext=["png", "svg"]),
+        *evaluation_targets(),
     ]

@@ -36,6 +36,41 @@ rule plots:
         out_dir=plots_dir,
         selection=selection_flags(),
         allow_missing=allow_missing_flag(),
+        figures=" ".join(PLOT_NAMES),
     shell:
         "python -m sacbench.report plots --extracted-dir {params.extracted_dir}"
-        " {params.selection} --out-dir {params.out_dir} {params.allow_missing} > {log} 2>&1"
+        " {params.selection} --out-dir {params.out_dir} --figures {params.figures}"
+        " {params.allow_missing} > {log} 2>&1"
+
+
+# Evaluation return against global step; built when the runs evaluate (common.smk's
+# evaluation_targets). A local rule, as the others.
+localrules:
+    eval_plot,
+
+
+rule eval_plot:
+    input:
+        tables=extracted_tables,
+        summaries=extracted_summaries,
+    output:
+        evaluation=report(
+            results(f"plots/{EVAL_PLOT_NAME}.png"),
+            caption="../report/sac_eval_plot.rst",
+            category="Plots",
+        ),
+        evaluation_svg=results(f"plots/{EVAL_PLOT_NAME}.svg"),
+    log:
+        results("logs/plots/eval_plot.log"),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        extracted_dir=extracted_dir,
+        out_dir=plots_dir,
+        selection=selection_flags(),
+        allow_missing=allow_missing_flag(),
+        figure=EVAL_PLOT_NAME,
+    shell:
+        "python -m sacbench.report plots --extracted-dir {params.extracted_dir}"
+        " {params.selection} --out-dir {params.out_dir} --figures {params.figure}"
+        " {params.allow_missing} > {log} 2>&1"
