@@ -177,7 +177,11 @@ def test_changing_one_setting_reruns_exactly_the_affected_runs(finished: Path, t
 
 
 BAD_CONFIGS = {
-    "unknown env id": ({"env_ids": ["Hopper-v4", "Hopper-v5"]}, ["env_ids[1]", "Hopper-v5"]),
+    "unknown env id": ({"env_ids": ["Hopper-v4", "Hoper-v5"]}, ["env_ids[1]", "'Hoper-v5'"]),
+    "discrete action space": (
+        {"env_ids": ["Hopper-v5", "CartPole-v1"]},
+        ["env_ids[1]", "CartPole-v1", "Discrete action space"],
+    ),
     "empty seeds": ({"seeds": []}, ["seeds", "[]"]),
     "duplicate seeds": ({"seeds": [1, 1]}, ["seeds", "duplicate"]),
     "non-integer seed": ({"seeds": [1, 2.5]}, ["seeds[1]", "2.5"]),
