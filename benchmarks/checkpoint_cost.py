@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from sacbench.training.envs import ENV_SHAPES
+from sacbench.training.envs import env_spaces
 from sacbench.training.replay import ReplayBuffer
 from sacbench.training.run_dir import RunDir
 
@@ -56,7 +56,8 @@ def naive_snapshot(buffer: ReplayBuffer, path: Path) -> None:
 
 
 def measure(env_id: str, *, transitions: int, interval: int, workdir: Path) -> dict[str, float]:
-    obs_dim, action_dim = ENV_SHAPES[env_id]
+    spaces = env_spaces(env_id)
+    obs_dim, action_dim = spaces.observation_size, spaces.action_size
     buffer = filled_buffer(transitions=transitions, obs_dim=obs_dim, action_dim=action_dim)
 
     naive = workdir / f"{env_id}-naive.npy"

@@ -34,7 +34,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from sacbench.events import read_run_scalars
-from sacbench.training.envs import ENV_SHAPES
+from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
 PATHS = ("reference", "fast")
@@ -60,9 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="more trainer flags, for the fast path",
     )
     args = parser.parse_args(argv)
-    unknown = [env for env in args.envs if env not in ENV_SHAPES]
-    if unknown:
-        parser.error(f"unknown env id(s) {unknown}; choose from {sorted(ENV_SHAPES)}")
+    for env_id in args.envs:
+        try:
+            env_spaces(env_id)
+        except EnvError as error:
+            parser.error(f"--envs: {error}")
     if args.total_timesteps <= args.learning_starts + 200:
         parser.error(
             f"--total-timesteps {args.total_timesteps} must exceed --learning-starts "
@@ -182,7 +184,8 @@ def run_pair(
 def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:
     rows = []
     for env_id in env_ids:
-        obs_dim, action_dim = ENV_SHAPES[env_id]
+        spaces = env_spaces(env_id)
+        obs_dim, action_dim = spaces.observation_size, spaces.action_size
         buffer = ReplayBuffer(capacity=capacity, obs_dim=obs_dim, action_dim=action_dim, seed=0)
         # obs, next_obs, action, reward, termination: each one float32 per element.
         fields = capacity * (2 * obs_dim + action_dim + 1 + 1) * 4

@@ -270,7 +270,11 @@ def test_a_task_added_to_video_env_ids_is_filmed_and_shown_in_the_report(
 
 
 BAD_CONFIGS = {
-    "unknown env id": ({"env_ids": ["Hopper-v4", "Hopper-v5"]}, ["env_ids[1]", "Hopper-v5"]),
+    "unknown env id": ({"env_ids": ["Hopper-v4", "Hoper-v5"]}, ["env_ids[1]", "'Hoper-v5'"]),
+    "discrete action space": (
+        {"env_ids": ["Hopper-v5", "CartPole-v1"]},
+        ["env_ids[1]", "CartPole-v1", "Discrete action space"],
+    ),
     "empty seeds": ({"seeds": []}, ["seeds", "[]"]),
     "duplicate seeds": ({"seeds": [1, 1]}, ["seeds", "duplicate"]),
     "non-integer seed": ({"seeds": [1, 2.5]}, ["seeds[1]", "2.5"]),

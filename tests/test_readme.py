@@ -34,6 +34,7 @@ from tests.workflow_copies import (
 pytestmark = pytest.mark.slow
 
 SMOKE = "snakemake --profile profiles/smoke"
+V5_TASKS = "snakemake --cores 6 --configfile config/v5-tasks.yaml"
 HOPPER_RUN = "results/runs/sac_continuous_action/Hopper-v4/1/complete.json"
 
 EVALUATED_RUN = (
@@ -88,6 +89,10 @@ CHECKED: dict[str, tuple[str, str]] = {
     "snakemake --report results/report.html": (
         "tests/test_readme.py",
         "test_one_run_then_the_benchmark_then_its_report",
+    ),
+    V5_TASKS: (
+        "tests/test_readme.py",
+        "test_v5_tasks_preset_trains_tasks_pr424_did_not_run",
     ),
     "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1": (
         "tests/test_readme.py",
@@ -315,3 +320,28 @@ def test_evaluate_command_replays_the_final_evaluation(tmp_path: Path):
     returns = [float(line.split("return ")[1].split(",")[0]) for line in episodes]
     assert returns == pytest.approx(final, abs=1e-3) and len(returns) == 10
     assert (run_dir / "videos" / "evaluate-seed1.mp4").stat().st_size > 0
+
+
+def test_v5_tasks_preset_trains_tasks_pr424_did_not_run(tmp_path: Path):
+    """The README's command as written, over a config.yaml with a tiny budget that still reaches
+    the update and finishes an episode (HalfCheetah's last 1,000 steps)."""
+    config = {
+        "seeds": [1],
+        "train": {"total_timesteps": 1300, "learning_starts": 1000, "batch_size": 64,
+                  "buffer_size": 1300, "checkpoint_interval": 0},
+    }  # fmt: skip
+    workdir = workflow_copy(tmp_path, config)
+    verbatim(workdir, V5_TASKS)
+    results = workdir / "results" / "v5-tasks"
+    for env_id in ("HalfCheetah-v5", "Ant-v5"):
+        extracted = (results / "extracted" / "sac_continuous_action" / env_id / "1.csv").read_text()
+        assert "losses/qf1_loss," in extracted, env_id  # the update ran
+    returns = (results / "sac.md").read_text()
+    for env_id in ("HalfCheetah-v5", "Ant-v5"):
+        row = next(line for line in returns.splitlines() if line.startswith(f"| {env_id} |"))
+        published = re.fullmatch(r".*\| \u2013 (\[\d+\]) \|", row)
+        assert published, row
+        assert f"- {published.group(1)} \u2013: no published pr-424 number" in returns
+    aggregate = (results / "sac_aggregate.md").read_text()
+    assert "Left out: HalfCheetah-v5, Ant-v5." in aggregate
+    assert not (workdir / "results" / "sac.md").exists()  # the benchmark's folder is untouched

@@ -421,3 +421,89 @@ def test_selection_rejects_bad_arguments(field: str, value: tuple, message: str)
     arguments[field] = value
     with pytest.raises(ValueError, match=message):
         Selection(**arguments)
+
+
+# ---- tasks CleanRL's pr-424 benchmark did not run ------------------------------------------------
+
+UNPUBLISHED = "Ant-v5"
+
+
+@pytest.fixture(scope="module")
+def with_unpublished(golden_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The golden set's HalfCheetah-v4 runs plus the same runs on Ant-v5 (real event files)."""
+    root = tmp_path_factory.mktemp("unpublished")
+    extracted = root / "extracted"
+    shutil.copytree(golden_root / "extracted", extracted)
+    for variant in GOLDEN_VARIANTS:
+        for seed in GOLDEN_SEEDS:
+            run = golden_run(variant, UNPUBLISHED, seed)
+            write_extracted(extracted, root / "runs", run, variant=variant)
+    return extracted
+
+
+def _runset(extracted: Path, env_ids: tuple[str, ...]) -> RunSet:
+    selection = Selection(variants=GOLDEN_VARIANTS, env_ids=env_ids, seeds=GOLDEN_SEEDS)
+    return load_runs(extracted_dir=extracted, selection=selection, allow_missing=False)
+
+
+def _note(markdown: str, mark: str) -> str:
+    return next(line for line in markdown.splitlines() if line.startswith(f"- {mark} "))
+
+
+def test_a_task_without_a_published_number_shows_a_dash_with_a_footnote(
+    with_unpublished: Path,
+) -> None:
+    runset = _runset(with_unpublished, ("HalfCheetah-v4", UNPUBLISHED))
+    returns = returns_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    )
+    published_cell = _row(returns.markdown, "## Training return", UNPUBLISHED)[-1]
+    assert published_cell.startswith("\u2013 [")
+    note = _note(returns.markdown, published_cell.split(" ", 1)[1])
+    assert "no published pr-424 number" in note and "left out of the normalised" in note
+    assert (
+        _row(returns.markdown, "## Training return", "HalfCheetah-v4")[-1] == "9,634.89 ± 1,423.73"
+    )
+    # Its own runs' returns are computed as for any task; the CSV has no pr-424 row for it.
+    assert not _row(returns.markdown, "## Training return", UNPUBLISHED)[1].startswith("n/a")
+    csv_rows = [line.split(",")[:2] for line in returns.csv.splitlines()[1:]]
+    assert [UNPUBLISHED, "pr-424"] not in csv_rows and ["HalfCheetah-v4", "pr-424"] in csv_rows
+
+    runtimes = runtimes_table(runset, allow_missing=False)
+    cells = {
+        _row(runtimes.markdown, section, UNPUBLISHED)[-1]
+        for section in ("## CleanRL SPS", "## Projected minutes")
+    }
+    assert len(cells) == 1 and cells.pop().startswith("\u2013 [")
+    mark = _row(runtimes.markdown, "## CleanRL SPS", UNPUBLISHED)[-1].split(" ")[1]
+    assert "no published pr-424 number" in _note(runtimes.markdown, mark)
+
+
+def test_the_aggregate_leaves_out_tasks_without_a_published_number(
+    with_unpublished: Path,
+) -> None:
+    def aggregate(env_ids: tuple[str, ...]):
+        return aggregate_table(
+            _runset(with_unpublished, env_ids),
+            last_episodes=100,
+            bootstrap_resamples=2000,
+            bootstrap_seed=0,
+            allow_missing=False,
+        )
+
+    mixed = aggregate(("HalfCheetah-v4", UNPUBLISHED))
+    published_only = aggregate(("HalfCheetah-v4",))
+    # The same scores, statistics and intervals as without the task.
+    assert mixed.csv == published_only.csv
+    assert set(mixed.csv.splitlines()[1].split(",")[6:]) == {"1", "3"}  # n_tasks 1, n_runs 3
+    header = next(line for line in mixed.markdown.splitlines() if line.startswith("| Variant"))
+    mark = header.split("| tasks ")[1].split(" |")[0]
+    note = _note(mixed.markdown, mark)
+    assert f"Left out: {UNPUBLISHED}." in note and "published pr-424 return" in note
+    assert "Left out" not in published_only.markdown
+
+    # Nothing to score at all: the table still renders, every estimate n/a.
+    none = aggregate((UNPUBLISHED,))
+    assert "| `fast` | 0 | 0 | n/a | n/a |" in none.markdown
+    assert "Anchors (random / pr-424): none" in none.markdown
+    assert none.csv.splitlines()[1:] == []

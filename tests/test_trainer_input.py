@@ -13,7 +13,7 @@ from sacbench.sac.algorithm import Actor
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.learners import make_learner
 from sacbench.training.cli import main
-from sacbench.training.envs import BENCHMARK_ENV_IDS, ENV_SHAPES, EnvError, check_env_id, make_env
+from sacbench.training.envs import BENCHMARK_ENV_IDS, EnvError, check_env_id, env_spaces, make_env
 from sacbench.training.loop import train
 from sacbench.training.replay import ReplayBuffer
 from sacbench.training.rng import seed_everything
@@ -133,7 +133,8 @@ def test_actions_are_random_before_learning_starts_and_the_policys_from_it_on(
     saved = RunDir(run_dir)
     checkpoint = saved.load_checkpoint()
     assert checkpoint["global_step"] == learning_starts + 1
-    obs_dim, action_dim = ENV_SHAPES[env_id]
+    spaces = env_spaces(env_id)
+    obs_dim, action_dim = spaces.observation_size, spaces.action_size
     buffer = ReplayBuffer(capacity=100, obs_dim=obs_dim, action_dim=action_dim, seed=seed)
     saved.load_buffer(buffer, checkpoint)
     stored = buffer.split(buffer.storage[: learning_starts + 1])

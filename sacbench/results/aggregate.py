@@ -12,7 +12,7 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results import stats
-from sacbench.results.definitions import aggregate_definitions
+from sacbench.results.definitions import aggregate_definitions, left_out_of_aggregate_note
 from sacbench.results.metrics import last_episodes_mean, normalized_score
 from sacbench.results.provenance_table import provenance_lines
 from sacbench.results.render import (
@@ -24,7 +24,7 @@ from sacbench.results.render import (
     markdown_table,
     raise_problems,
 )
-from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection
+from sacbench.results.runs import Run, RunSet, Selection
 
 AGGREGATE_COLUMNS = [
     "statistic",
@@ -47,18 +47,17 @@ class Bootstrap:
     seed: int
 
 
-def _anchored_tasks(selection: Selection, notes: Notes, allow_missing: bool) -> list[str]:
-    """The selected tasks with normalisation anchors; the others are an error unless allowed."""
-    unknown = [env_id for env_id in selection.env_ids if env_id not in published.RANDOM_RETURNS]
-    if unknown and not allow_missing:
-        raise ResultsInputError(
-            f"no normalisation anchors (pr-424 and random-policy returns) for {', '.join(unknown)};"
-            " the aggregate statistics cover only the benchmark's tasks"
-        )
-    tasks = [env_id for env_id in selection.env_ids if env_id not in unknown]
-    for env_id in unknown:
-        notes.mark(f"{env_id} left out: no normalisation anchors")
-    return tasks
+def _anchored_tasks(selection: Selection, notes: Notes) -> tuple[list[str], str]:
+    """The selected tasks with normalisation anchors, and the footnote mark naming the others
+    ("" when none is left out): a task pr-424 did not run has no normalised score."""
+    left_out = [
+        env_id
+        for env_id in selection.env_ids
+        if env_id not in published.PR424 or env_id not in published.RANDOM_RETURNS
+    ]
+    tasks = [env_id for env_id in selection.env_ids if env_id not in left_out]
+    mark = f" {notes.mark(left_out_of_aggregate_note(left_out))}" if left_out else ""
+    return tasks, mark
 
 
 def _normalised_scores(
@@ -188,7 +187,7 @@ def aggregate_table(
         )
     variants = runset.selection.variants
     notes = Notes()
-    tasks = _anchored_tasks(runset.selection, notes, allow_missing)
+    tasks, left_out_mark = _anchored_tasks(runset.selection, notes)
     problems: dict[str, str] = {}
     scores = _normalised_scores(runset, tasks, last_episodes, notes, problems)
     raise_problems(problems, allow_missing)
@@ -196,7 +195,7 @@ def aggregate_table(
     rows, csv_rows = _score_rows(variants, tasks, scores, bootstrap, notes)
     lines = provenance_lines(runset, title="SAC aggregate statistics", command="aggregate")
     lines += ["", "## Normalised score across tasks [D]", ""]
-    header = ["Variant", "tasks", "runs", "IQM [95% CI] [E]", "mean [95% CI] [E]"]
+    header = ["Variant", f"tasks{left_out_mark}", "runs", "IQM [95% CI] [E]", "mean [95% CI] [E]"]
     lines += markdown_table(header, rows, "lrrrr")
     if len(variants) >= 2:
         pair_rows, pair_csv_rows = _improvement_rows(variants, tasks, scores, bootstrap)

@@ -7,6 +7,26 @@ from collections.abc import Sequence
 from sacbench import published
 from sacbench.tags import ELAPSED_TAG, EVAL_RETURN_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
 
+# The published columns' cell for a task CleanRL's pr-424 benchmark did not run (an en dash).
+UNPUBLISHED_CELL = "\u2013"
+
+
+def unpublished_note() -> str:
+    """The footnote of UNPUBLISHED_CELL, the same in every table."""
+    return (
+        f"{UNPUBLISHED_CELL}: no published {published.LABEL} number for this task; CleanRL's "
+        f"{published.LABEL} benchmark ran only {', '.join(published.PR424)}. Such tasks are "
+        "left out of the normalised aggregate (sac_aggregate.md)."
+    )
+
+
+def left_out_of_aggregate_note(env_ids: Sequence[str]) -> str:
+    """The footnote of sac_aggregate.md naming the tasks it cannot score."""
+    return (
+        f"Left out: {', '.join(env_ids)}. A normalised score needs a published "
+        f"{published.LABEL} return, and {published.LABEL} ran only {', '.join(published.PR424)}."
+    )
+
 
 def runtime_definitions() -> list[str]:
     """The footnotes of sac_runtimes.md, in order."""
@@ -95,6 +115,7 @@ def aggregate_definitions(
         f"{env_id} {published.RANDOM_RETURNS[env_id]:g} / {published.PR424[env_id].return_mean:g}"
         for env_id in tasks
     )
+    anchors = anchors or "none (no selected task has them)"
     return [
         f"[D] **Normalised score** of a run = (R - R_random) / (R_{published.LABEL} - R_random), "
         f"where R is the mean of the run's last {last_episodes} episodic returns, R_random the "

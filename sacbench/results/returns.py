@@ -12,7 +12,7 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results import stats
-from sacbench.results.definitions import returns_definitions
+from sacbench.results.definitions import UNPUBLISHED_CELL, returns_definitions, unpublished_note
 from sacbench.results.metrics import common_steps, final_evaluation, last_episodes_mean
 from sacbench.results.provenance_table import provenance_lines
 from sacbench.results.render import (
@@ -225,7 +225,7 @@ def _published_returns(env_id: str, notes: Notes) -> tuple[str, dict[str, Any] |
     """The pr-424 column's cell for a task, and its CSV row (None outside the benchmark)."""
     pr424 = published.PR424.get(env_id)
     if pr424 is None:
-        return "n/a " + notes.mark(f"{env_id} is not part of the {published.LABEL} benchmark"), None
+        return f"{UNPUBLISHED_CELL} {notes.mark(unpublished_note())}", None
     row = {
         "env_id": env_id,
         "variant": published.LABEL,

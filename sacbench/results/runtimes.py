@@ -11,7 +11,7 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results import stats
-from sacbench.results.definitions import runtime_definitions
+from sacbench.results.definitions import UNPUBLISHED_CELL, runtime_definitions, unpublished_note
 from sacbench.results.metrics import (
     common_steps,
     final_sps,
@@ -109,9 +109,7 @@ def _published_text(
 ) -> str:
     pr424 = published.PR424.get(env_id)
     if pr424 is None:
-        return "n/a " + tables.notes.mark(
-            f"{env_id} is not part of the {published.LABEL} benchmark"
-        )
+        return f"{UNPUBLISHED_CELL} {tables.notes.mark(unpublished_note())}"
     return render(pr424)
 
 

@@ -1,10 +1,17 @@
-"""The six Gymnasium MuJoCo v4 tasks of CleanRL's SAC benchmark, checks, and one env step."""
+"""The Gymnasium MuJoCo tasks sacbench trains on: checks, their sizes, and one env step.
+
+The benchmark reproduces CleanRL's six v4 tasks, but any registered Gymnasium MuJoCo env with a
+continuous (Box) action space trains the same way (the v5 tasks, Ant, Swimmer, Reacher, ...).
+"""
 
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.metadata
 import io
 import pickle
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +21,7 @@ import numpy as np
 
 from sacbench.training.errors import RunDirError
 
+# CleanRL's SAC benchmark (tag pr-424): the default run matrix.
 BENCHMARK_ENV_IDS: tuple[str, ...] = (
     "HalfCheetah-v4",
     "Walker2d-v4",
@@ -23,28 +31,69 @@ BENCHMARK_ENV_IDS: tuple[str, ...] = (
     "Pusher-v4",
 )
 
-# Observation and action sizes of the benchmark tasks; the pipeline sizes memory requests from
-# these without importing MuJoCo.
-ENV_SHAPES: dict[str, tuple[int, int]] = {
-    "HalfCheetah-v4": (17, 6),
-    "Walker2d-v4": (17, 6),
-    "Hopper-v4": (11, 3),
-    "InvertedPendulum-v4": (4, 1),
-    "Humanoid-v4": (376, 17),
-    "Pusher-v4": (23, 7),
-}
-
 
 class EnvError(ValueError):
     """An environment id or space that sacbench cannot train on."""
 
 
+@dataclass(frozen=True)
+class EnvSpaces:
+    """The lengths of a task's flat observation and action vectors, read from the env itself."""
+
+    observation_size: int
+    action_size: int
+
+
 def check_env_id(env_id: str) -> None:
-    """Reject ids that are not registered or need a MuJoCo version other than the installed one."""
-    if env_id not in gym.registry:
+    """Reject an id that is not registered, cannot be made with the installed packages (e.g. the
+    mujoco-py v2/v3 tasks), is not a MuJoCo env, or whose action space is not a continuous Box."""
+    env_spaces(env_id)
+
+
+def env_spaces(env_id: str) -> EnvSpaces:
+    """The task's observation and action sizes, from one env made and closed (cached per
+    process: the pipeline asks once per train job for its memory and time limit)."""
+    if not isinstance(env_id, str) or env_id not in gym.registry:
+        raise EnvError(_unknown_id_message(env_id))
+    return _made_env_spaces(env_id)
+
+
+@functools.cache
+def _made_env_spaces(env_id: str) -> EnvSpaces:
+    _check_mujoco_pin(env_id)
+    try:
+        with warnings.catch_warnings():
+            # "out of date, consider v5": the benchmark's v4 tasks are chosen on purpose, and the
+            # pipeline checks every task on each start.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            env = gym.make(env_id)
+    except Exception as error:  # any failure to build the env, e.g. a missing dependency
         raise EnvError(
-            f"unknown env id {env_id!r}; the benchmark's tasks are: {', '.join(BENCHMARK_ENV_IDS)}"
+            f"{env_id} is registered but cannot be made with the installed packages "
+            f"({type(error).__name__}: {error})"
+        ) from error
+    try:
+        _check_spaces(env_id, env)
+        observation_space, action_space = env.observation_space, env.action_space
+        assert observation_space.shape is not None and action_space.shape is not None
+        return EnvSpaces(
+            observation_size=int(observation_space.shape[0]), action_size=int(action_space.shape[0])
         )
+    finally:
+        env.close()
+
+
+def _unknown_id_message(env_id: object) -> str:
+    close = difflib.get_close_matches(str(env_id), list(gym.registry), n=3) if env_id else []
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    return (
+        f"unknown env id {env_id!r}{hint}: not registered in Gymnasium "
+        f"{importlib.metadata.version('gymnasium')}; any Gymnasium MuJoCo task with a continuous "
+        f"action space trains, e.g. the benchmark's tasks: {', '.join(BENCHMARK_ENV_IDS)}"
+    )
+
+
+def _check_mujoco_pin(env_id: str) -> None:
     if env_id == "Pusher-v4":
         mujoco_version = importlib.metadata.version("mujoco")
         if int(mujoco_version.split(".")[0]) >= 3:
@@ -54,6 +103,36 @@ def check_env_id(env_id: str) -> None:
             )
 
 
+def _check_spaces(env_id: str, env: gym.Env) -> None:
+    """SAC squashes actions into finite Box bounds; the buffer stores flat float vectors; a
+    checkpoint keeps MuJoCo's simulator state, so that a resumed episode continues exactly."""
+    # Imported here: it loads mujoco, which only a made MuJoCo env needs.
+    from gymnasium.envs.mujoco.mujoco_env import MujocoEnv
+
+    action_space, observation_space = env.action_space, env.observation_space
+    if not isinstance(action_space, gym.spaces.Box):
+        raise EnvError(
+            f"{env_id} has a {type(action_space).__name__} action space; SAC needs a continuous "
+            "(Box) one"
+        )
+    if len(action_space.shape) != 1 or not np.all(
+        np.isfinite(action_space.low) & np.isfinite(action_space.high)
+    ):
+        raise EnvError(
+            f"{env_id} has the action space {action_space}; SAC needs a flat Box with finite bounds"
+        )
+    if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
+        raise EnvError(
+            f"{env_id} has the observation space {observation_space}; sacbench needs a flat Box"
+        )
+    if not isinstance(env.unwrapped, MujocoEnv):
+        raise EnvError(
+            f"{env_id} is not a MuJoCo env ({type(env.unwrapped).__module__}); sacbench trains "
+            "MuJoCo tasks only, because its checkpoints keep MuJoCo's simulator state to resume "
+            "an episode exactly"
+        )
+
+
 def make_env(env_id: str, *, seed: int) -> gym.Env:
     """One plain (non-vector) env, so Gymnasium 1.x's vector autoreset cannot shift transitions.
 
@@ -61,15 +140,7 @@ def make_env(env_id: str, *, seed: int) -> gym.Env:
     """
     check_env_id(env_id)
     env = gym.make(env_id)
-    if not isinstance(env.action_space, gym.spaces.Box):
-        raise EnvError(
-            f"{env_id} has a {type(env.action_space).__name__} action space; SAC needs a Box"
-        )
-    if not isinstance(env.observation_space, gym.spaces.Box):
-        raise EnvError(
-            f"{env_id} has a {type(env.observation_space).__name__} observation space; "
-            "sacbench needs a flat Box"
-        )
+    _check_spaces(env_id, env)
     env.action_space.seed(seed)
     return env
 
@@ -86,7 +157,7 @@ def capture_env_state(env: gym.Env) -> dict[str, Any]:
     reward after a resume would differ. The pickle is read back by a restricted unpickler
     (load_mj_data), so a checkpoint cannot make the trainer run code.
     """
-    # Imported here: private_api loads torch, and the pipeline reads ENV_SHAPES without it.
+    # Imported here: private_api loads torch, which the pipeline's env checks do not need.
     from sacbench.private_api import time_limit_steps
 
     unwrapped = env.unwrapped
