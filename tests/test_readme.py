@@ -82,6 +82,22 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_readme.py",
         "test_trainer_command_starts_and_stops_cleanly",
     ),
+    # Getting CleanRL and an environment for it needs the network and builds a second venv
+    # (minutes, hundreds of MB): checked by hand, not in CI. The snakemake command is run as
+    # written, with a cleanrl.yaml whose command is a CleanRL-style script written by the test.
+    "git clone https://github.com/vwxyzjn/cleanrl.git ~/cleanrl": (
+        "",
+        "documentation only: needs the network; checked by hand (CleanRL commit fe8d8a03)",
+    ),
+    "python3 -m venv ~/cleanrl-venv && ~/cleanrl-venv/bin/pip install torch gymnasium==0.29.1"
+    ' mujoco==2.3.3 "numpy<2" tyro tensorboard "imageio<3"': (
+        "",
+        "documentation only: needs a package index; checked by hand with torch 2.13.0 CPU",
+    ),
+    "snakemake --cores 18 --configfile cleanrl.yaml": (
+        "tests/test_external_command.py",
+        "test_cleanrl_style_script_side_by_side_in_every_table_after_a_failed_attempt",
+    ),
 }
 
 
