@@ -7,6 +7,7 @@ SummaryWriter into runs/{run_name}/ below its working directory, no MuJoCo.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -22,6 +23,15 @@ import yaml
 
 from sacbench.events import read_event_file, read_run_scalars
 from sacbench.pipeline.external import CommandRun, CommandRunError, script_flags
+from sacbench.results.cli import main as report_main
+from sacbench.results.metrics import (
+    elapsed_points,
+    steady_sps,
+    steady_sps_points,
+    times_from_wall_clock,
+)
+from sacbench.results.runs import MetricError, Run, RunKey
+from sacbench.status import classify
 from sacbench.tags import LOSS_TAGS, RETURN_TAG, SPS_TAG
 from tests.cleanrl_style import EPISODE_STEPS, write_script
 from tests.workflow_copies import run_verbatim, workflow_copy
@@ -352,3 +362,101 @@ def assert_both_variants_in_the_tables(workdir: Path) -> None:
     for name, kind in (("sac", "return"), ("sac-time", "time"), ("sac-sps", "steady_sps")):
         svg = (results / "plots" / f"{name}.svg").read_text()
         assert f'id="{kind}:cleanrl"' in svg and f'id="{kind}:sac_continuous_action"' in svg
+
+
+# ---- the results of such runs ----------------------------------------------------------------
+
+
+def synthetic_run(points: list[tuple[str, int, float, float]], summary: dict) -> Run:
+    """A run whose scalars are (tag, step, wall_time, value) rows, as extraction writes them."""
+    scalars = pd.DataFrame(points, columns=["tag", "step", "wall_time", "value"])
+    return Run(RunKey("cleanrl", "Pusher-v4", 1), Path("x.csv"), scalars, summary)
+
+
+def test_runtimes_of_a_run_without_sacbenchs_time_tags_come_from_its_event_wall_times():
+    # charts/SPS every 100 steps from step 100, the script started at t = 1000 s: windows of
+    # 100 steps taking 1, 1, 2, ..., 2 s; the command ran 20 s up to its last logged step 1,099.
+    walls = [1005.0, 1006.0, 1007.0] + [1007.0 + 2 * i for i in range(1, 8)]
+    points = [(SPS_TAG, 100 * (i + 1), wall, 20.0) for i, wall in enumerate(walls)]
+    summary = {"started_unix_time": 1000.0, "global_step": 1099, "elapsed_seconds": 20.0}
+    run = synthetic_run(points, summary)
+    assert times_from_wall_clock(run) == (True, True)
+    rates = steady_sps_points(run)["value"].tolist()
+    assert rates == [20.0, 100.0, 100.0] + [50.0] * 7  # the first keeps its charts/SPS value
+    # Steady SPS: the windows that end past the first 10% of the step range (step 190), here
+    # all nine: 900 steps in 1 + 1 + 7 x 2 = 16 s.
+    assert steady_sps(run) == pytest.approx(900 / 16)
+    elapsed = elapsed_points(run)
+    assert elapsed["step"].tolist()[-2:] == [1000, 1099]
+    assert elapsed["value"].tolist() == [w - 1000.0 for w in walls] + [20.0]
+    # Without metadata.json: the start is complete.json's finished_at - elapsed_seconds.
+    finished = dt.datetime.fromtimestamp(1020.0, dt.UTC).isoformat()
+    no_metadata = synthetic_run(points, {"finished_at": finished, "elapsed_seconds": 20.0})
+    assert elapsed_points(no_metadata)["value"].iloc[0] == pytest.approx(5.0)
+    with pytest.raises(MetricError, match="records no start time"):
+        elapsed_points(synthetic_run(points, {}))
+
+
+def test_a_command_run_without_metadata_json_is_still_reported(tmp_path: Path, script: Path):
+    run_dir = tmp_path / "runs" / "cleanrl" / "Pusher-v4" / "3"
+    assert wrapper(run_dir, script).returncode == 0
+    (run_dir / "metadata.json").unlink()
+    extracted = tmp_path / "extracted"
+    assert report_main(["extract", "--run-dir", str(run_dir),
+                        "--output", str(extracted / "cleanrl/Pusher-v4/3.csv")]) == 0  # fmt: skip
+    selection = ["--extracted-dir", str(extracted), "--variants", "cleanrl",
+                 "--env-ids", "Pusher-v4", "--seeds", "3"]  # fmt: skip
+    for command in ("runtimes", "returns"):
+        md = tmp_path / f"{command}.md"
+        args = [command, *selection, "--md", str(md), "--csv", str(md.with_suffix(".csv"))]
+        assert report_main(args) == 0
+    runtimes = (tmp_path / "runtimes.md").read_text()
+    assert "| CPU model | not recorded |" in runtimes
+    for heading in ("CleanRL SPS", "Steady training SPS", "Wall-clock minutes", "Projected"):
+        assert number(table_row(runtimes, heading, "Pusher-v4")["`cleanrl`"]) > 0, heading
+    returns = table_row((tmp_path / "returns.md").read_text(), "Training return", "Pusher-v4")
+    # 20 episodes at steps 49, ..., 999 returning 3 + step / 100: mean 3 + 5.24.
+    assert returns["`cleanrl` return"].startswith("8.24 ± 0.00")
+
+
+def test_status_shows_a_command_run_as_running_until_it_ends():
+    session = {"started_at": "2020-01-01T00:00:00+00:00", "exit_status": "running",
+               "external": True}  # fmt: skip
+    state, note = classify(complete=False, progress={}, session=session, now=2e9, stale_after=600)
+    assert (state, note) == ("running", "external command: no progress reports, see its log")
+    ended = session | {"exit_status": "error: stopped by SIGTERM (cannot resume)"}
+    state, note = classify(complete=False, progress={}, session=ended, now=2e9, stale_after=600)
+    assert state == "failed" and "cannot resume" in note
+
+
+# ---- CleanRL's own script, where a checkout and an environment for it are at hand --------------
+
+CLEANRL_CHECKOUT = os.environ.get("SACBENCH_CLEANRL_CHECKOUT")
+CLEANRL_PYTHON = os.environ.get("SACBENCH_CLEANRL_PYTHON")
+
+
+@pytest.mark.skipif(
+    not (CLEANRL_CHECKOUT and CLEANRL_PYTHON),
+    reason="set SACBENCH_CLEANRL_CHECKOUT (a clone of vwxyzjn/cleanrl) and SACBENCH_CLEANRL_PYTHON"
+    " (an interpreter with its packages, README: Benchmarking CleanRL's own script)",
+)
+def test_cleanrls_own_script_runs_as_a_command_run(tmp_path: Path):
+    """The real sac_continuous_action.py through the wrapper: 1,600 steps of Pusher-v4 (100-step
+    episodes), the update from step 1,000 on."""
+    assert CLEANRL_CHECKOUT and CLEANRL_PYTHON
+    script = Path(CLEANRL_CHECKOUT) / "cleanrl" / "sac_continuous_action.py"
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "sacbench.run_command", "--run-dir", str(run_dir),
+         "--env-id", "Pusher-v4", "--seed", "1", "--args-json",
+         json.dumps({"total_timesteps": 1600, "learning_starts": 1000, "batch_size": 64,
+                     "buffer_size": 1600, "cuda": False}),
+         "--", "env", f"PYTHONPATH={CLEANRL_CHECKOUT}", CLEANRL_PYTHON, str(script)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 1599
+    scalars = read_run_scalars(run_dir)
+    returns = scalars[scalars["tag"] == RETURN_TAG]
+    assert returns["step"].tolist() == list(range(99, 1600, 100))
+    assert set(LOSS_TAGS) <= set(scalars["tag"]) and not scalars[scalars["tag"] == SPS_TAG].empty

@@ -87,12 +87,13 @@ CHECKED: dict[str, tuple[str, str]] = {
     # written, with a cleanrl.yaml whose command is a CleanRL-style script written by the test.
     "git clone https://github.com/vwxyzjn/cleanrl.git ~/cleanrl": (
         "",
-        "documentation only: needs the network; checked by hand (CleanRL commit fe8d8a03)",
+        "documentation only: needs the network; CleanRL at commit fe8d8a03 was checked by hand",
     ),
     "python3 -m venv ~/cleanrl-venv && ~/cleanrl-venv/bin/pip install torch gymnasium==0.29.1"
     ' mujoco==2.3.3 "numpy<2" tyro tensorboard "imageio<3"': (
         "",
-        "documentation only: needs a package index; checked by hand with torch 2.13.0 CPU",
+        "documentation only: needs a package index; run by hand (Python 3.11.7, torch 2.14.1),"
+        " then tests/test_external_command.py::test_cleanrls_own_script_runs_as_a_command_run",
     ),
     "snakemake --cores 18 --configfile cleanrl.yaml": (
         "tests/test_external_command.py",

@@ -248,6 +248,8 @@ def run_command(argv: Sequence[str], *, cwd: Path, environment: Mapping[str, str
             )
         except OSError as error:
             return Outcome(None, None, 0.0, f"cannot start {argv[0]!r}: {error.strerror}")
+        if received:  # a stop signal came while the command was being started
+            child.send_signal(received[0])
         returncode = child.wait()
     finally:
         for signum, handler in previous.items():
