@@ -29,7 +29,8 @@ PIPELINE_ARGS: frozenset[str] = frozenset(
     {"env_id", "seed", "exp_name", "run_dir", "threads", "overwrite"}
 )
 CONFIGURABLE_ARGS: tuple[str, ...] = tuple(name for name in ARG_NAMES if name not in PIPELINE_ARGS)
-# The pipeline passes these to a command variant's script itself (--env-id, --seed).
+# The pipeline passes these to a command variant's script itself (--env-id, --seed; the same as
+# sacbench.pipeline.external.PIPELINE_FLAGS, which this light module does not import).
 COMMAND_PIPELINE_ARGS: frozenset[str] = frozenset({"env_id", "seed"})
 # The trainer's options that CleanRL's script does not have: a command variant may not set them,
 # and it does not get them from `train:` (they configure sacbench's trainer, which it does not run).

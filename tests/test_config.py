@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from sacbench.config import (
+    COMMAND_PIPELINE_ARGS,
     CONFIGURABLE_ARGS,
     MAX_TRAIN_RUNTIME_MINUTES,
     PIPELINE_ARGS,
@@ -286,7 +287,9 @@ def test_a_command_variant_gets_the_shared_train_keys_and_its_own_args():
 
 
 def test_the_run_command_rule_sets_the_wrappers_pipeline_flags():
-    from sacbench.pipeline.external import parse_args
+    from sacbench.pipeline.external import PIPELINE_FLAGS, parse_args
+
+    assert set(PIPELINE_FLAGS) == COMMAND_PIPELINE_ARGS
 
     rule = (REPO / "workflow" / "rules" / "train.smk").read_text().split("rule run_command:")[1]
     shell = rule.split("shell:", 1)[1]
