@@ -20,7 +20,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from sacbench.sac.args import ARG_NAMES, Args, validate_args
+from sacbench.sac.args import ARG_NAMES, CLEANRL_SAC_ARG_NAMES, Args, validate_args
 from sacbench.training.envs import EnvError, EnvSpaces, check_env_id, env_spaces
 
 # Trainer arguments the pipeline sets per job (from the run matrix and the profile), so a config
@@ -29,6 +29,14 @@ PIPELINE_ARGS: frozenset[str] = frozenset(
     {"env_id", "seed", "exp_name", "run_dir", "threads", "overwrite"}
 )
 CONFIGURABLE_ARGS: tuple[str, ...] = tuple(name for name in ARG_NAMES if name not in PIPELINE_ARGS)
+# The pipeline passes these to a command variant's script itself (--env-id, --seed; the same as
+# sacbench.pipeline.external.PIPELINE_FLAGS, which this light module does not import).
+COMMAND_PIPELINE_ARGS: frozenset[str] = frozenset({"env_id", "seed"})
+# The trainer's options that CleanRL's script does not have: a command variant may not set them,
+# and it does not get them from `train:` (they configure sacbench's trainer, which it does not run).
+SACBENCH_ONLY_ARGS: frozenset[str] = frozenset(ARG_NAMES) - CLEANRL_SAC_ARG_NAMES
+# The keys of a command variant (workflow/schemas/config.schema.yaml, $defs/command_variant).
+COMMAND_VARIANT_KEYS: tuple[str, ...] = ("command", "args", "inherit_train")
 
 # A variant name becomes a directory name and a table column: no separators, no leading dot.
 VARIANT_NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -106,7 +114,7 @@ def validated_config(config: Mapping[str, Any], *, schema: Mapping[str, Any]) ->
             for name, overrides in filled["variants"].items()
         }
     _fill_defaults(filled, schema, root=schema)
-    problems = _schema_problems(filled, schema) + _env_problems(filled)
+    problems = _schema_problems(filled, schema) + _env_problems(filled) + _command_problems(filled)
     if not problems:
         problems = _trainer_problems(filled) + _video_problems(filled)
     if problems:
@@ -114,8 +122,15 @@ def validated_config(config: Mapping[str, Any], *, schema: Mapping[str, Any]) ->
     return filled
 
 
+def is_command_variant(config: Mapping[str, Any], *, variant: str) -> bool:
+    """Whether the variant runs an external command instead of sacbench's trainer."""
+    return "command" in config["variants"][variant]
+
+
 def trainer_args(config: Mapping[str, Any], *, variant: str) -> dict[str, Any]:
     """The configurable trainer arguments of one variant, in the trainer's field order."""
+    if is_command_variant(config, variant=variant):
+        raise ValueError(f"variant {variant!r} runs a command, not sacbench's trainer")
     merged = {**config["train"], **config["variants"][variant]}
     return {name: merged[name] for name in CONFIGURABLE_ARGS if name in merged}
 
@@ -142,7 +157,49 @@ def evaluates(config: Mapping[str, Any]) -> bool:
     return any(
         trainer_args(config, variant=variant).get("eval_episodes", 0) > 0
         for variant in config["variants"]
+        if not is_command_variant(config, variant=variant)
     )
+
+
+def command_words(command: Any) -> list[str]:
+    """A command variant's program and first arguments: a string split as a POSIX shell splits
+    words (no shell runs it), or a list of strings kept as it is."""
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError as error:  # an unclosed quote
+            raise ValueError(f"cannot be split into words ({error}): {command!r}") from None
+    elif isinstance(command, list) and all(isinstance(word, str) for word in command):
+        words = list(command)
+    else:
+        raise ValueError(f"must be a string or a list of strings, got {command!r}")
+    if not words or not all(words):
+        raise ValueError(f"must name a program to run, got {command!r}")
+    return words
+
+
+def command_args(config: Mapping[str, Any], *, variant: str) -> dict[str, Any]:
+    """A command variant's script flags by name: the `train` keys that CleanRL's script also has
+    (unless inherit_train is false), overridden by the variant's `args`."""
+    spec = config["variants"][variant]
+    if "command" not in spec:
+        raise ValueError(f"variant {variant!r} runs sacbench's trainer, not a command")
+    shared: dict[str, Any] = {}
+    if spec.get("inherit_train", True):
+        shared = {
+            name: value for name, value in config["train"].items() if name in CLEANRL_SAC_ARG_NAMES
+        }
+    return {**shared, **spec.get("args", {})}
+
+
+def run_budget(config: Mapping[str, Any], *, variant: str) -> tuple[int, int]:
+    """(total_timesteps, buffer_size) of a variant's runs, for its jobs' time and memory. A
+    command variant that does not pass one of them is sized with `train`'s value."""
+    if is_command_variant(config, variant=variant):
+        args = {**config["train"], **command_args(config, variant=variant)}
+    else:
+        args = trainer_args(config, variant=variant)
+    return args["total_timesteps"], args["buffer_size"]
 
 
 def trainer_cli(args: Mapping[str, Any]) -> str:
@@ -280,29 +337,46 @@ def _schema_problems(config: Mapping[str, Any], schema: Mapping[str, Any]) -> li
     return problems
 
 
+def _extra_key_message(path: list[str | int], extra: str, allowed: list[str]) -> str:
+    """The message for a key that the schema does not allow at `path`."""
+    key = _key([*path, extra])
+    if path[:1] == ["variants"] and "command" in allowed:
+        return (
+            f"{key}: a command variant takes only {', '.join(COMMAND_VARIANT_KEYS)}; the "
+            f"script's flags, such as {extra!r}, go under {_key([*path, 'args'])}"
+        )
+    if path and path[0] in ("train", "variants") and extra in PIPELINE_ARGS:
+        return (
+            f"{key}: {extra!r} is set by the pipeline for each run "
+            "(env_ids and seeds choose env_id and seed; threads come from the profile)"
+        )
+    if path and path[0] in ("train", "variants"):
+        return (
+            f"{key}: {extra!r} is not a trainer argument; "
+            f"trainer arguments are: {', '.join(allowed)}"
+        )
+    return f"{key}: unknown key {extra!r}; allowed keys here: {', '.join(allowed)}"
+
+
 def _describe(error: jsonschema.ValidationError) -> list[str]:
     path = list(error.absolute_path)
     key = _key(path)
     if error.validator == "additionalProperties":
         allowed = sorted(error.schema.get("properties", {}))
-        messages = []
-        for extra in sorted(set(error.instance) - set(allowed)):
-            if path and path[0] in ("train", "variants") and extra in PIPELINE_ARGS:
-                messages.append(
-                    f"{_key([*path, extra])}: {extra!r} is set by the pipeline for each run "
-                    "(env_ids and seeds choose env_id and seed; threads come from the profile)"
-                )
-            elif path and path[0] in ("train", "variants"):
-                messages.append(
-                    f"{_key([*path, extra])}: {extra!r} is not a trainer argument; "
-                    f"trainer arguments are: {', '.join(allowed)}"
-                )
-            else:
-                messages.append(
-                    f"{_key([*path, extra])}: unknown key {extra!r}; "
-                    f"allowed keys here: {', '.join(allowed)}"
-                )
-        return messages
+        return [
+            _extra_key_message(path, extra, allowed)
+            for extra in sorted(set(error.instance) - set(allowed))
+        ]
+    # A property name's error (propertyNames) comes as its pattern's, at the mapping's path.
+    if (
+        error.validator in ("propertyNames", "pattern")
+        and path[:1] == ["variants"]
+        and path[2:] == ["args"]
+    ):
+        return [
+            f"{key}: flag name {error.instance!r} is not a Python identifier in lower case "
+            "(letters, digits and '_'; it becomes --name-with-dashes)"
+        ]
     if error.validator == "propertyNames" or (
         path[:1] == ["variants"] and error.validator == "pattern"
     ):
@@ -343,10 +417,43 @@ def _env_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _command_problems(config: Mapping[str, Any]) -> list[str]:
+    """A command variant's command must name a program, and its args may not be flags that the
+    pipeline sets or that only sacbench's trainer has. Runs beside the schema's checks, so it
+    looks only at what has the right shape."""
+    variants = config.get("variants")
+    problems: list[str] = []
+    for variant, spec in variants.items() if isinstance(variants, dict) else ():
+        if not isinstance(spec, dict) or "command" not in spec:
+            continue
+        key = f"variants.{variant}"
+        if isinstance(spec["command"], str | list):
+            try:
+                command_words(spec["command"])
+            except ValueError as error:
+                problems.append(f"{key}.command: {error}")
+        args = spec.get("args")
+        for name in args if isinstance(args, dict) else ():
+            if name in COMMAND_PIPELINE_ARGS:
+                problems.append(
+                    f"{key}.args.{name}: {name!r} is set by the pipeline for each run "
+                    "(env_ids and seeds choose it; the script gets --env-id and --seed)"
+                )
+            elif name in SACBENCH_ONLY_ARGS:
+                problems.append(
+                    f"{key}.args.{name}: {name!r} is an option of sacbench's trainer, which a "
+                    "command variant does not run (CleanRL's script has no such flag)"
+                )
+    return problems
+
+
 def _trainer_problems(config: Mapping[str, Any]) -> list[str]:
-    """The trainer's own argument checks (e.g. cudagraphs needs compile) for every variant."""
+    """The trainer's own argument checks (e.g. cudagraphs needs compile) for every variant that
+    runs the trainer."""
     problems: list[str] = []
     for variant in config["variants"]:
+        if is_command_variant(config, variant=variant):
+            continue
         merged = trainer_args(config, variant=variant)
         args = Args(**merged, env_id=config["env_ids"][0], seed=config["seeds"][0])
         for problem in validate_args(args):
@@ -369,6 +476,8 @@ def _video_problems(config: Mapping[str, Any]) -> list[str]:
     if not config["video_env_ids"]:
         return problems
     for variant, overrides in config["variants"].items():
+        if is_command_variant(config, variant=variant):
+            continue  # a command's runs are not evaluated or filmed by sacbench
         if trainer_args(config, variant=variant).get("eval_episodes") == 0:
             source = f"variants.{variant}" if "eval_episodes" in overrides else "train"
             problems.append(

@@ -20,6 +20,7 @@ the byte offset instead, so a damaged file can never yield a silently shortened 
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,14 @@ class EventLogError(ValueError):
     or the run dir."""
 
 
+# Inside a run dir of an external command (docs/contracts.md): where the earlier attempts of
+# the run are kept, never read back, and where W&B's TensorBoard sync keeps copies of the same
+# event files. Neither is part of the run's history.
+PREVIOUS_ATTEMPTS_DIR = "attempts"
+WANDB_DIR = "wandb"
+_NOT_HISTORY = frozenset({PREVIOUS_ATTEMPTS_DIR, WANDB_DIR})
+
+
 def event_files(run_dir: Path | str) -> list[Path]:
     """The event files directly inside ``run_dir`` in name order (other files are ignored)."""
     run_dir = Path(run_dir)
@@ -55,6 +64,30 @@ def event_files(run_dir: Path | str) -> list[Path]:
     return sorted(
         path for path in run_dir.iterdir() if EVENT_FILE_MARKER in path.name and path.is_file()
     )
+
+
+def run_event_files(run_dir: Path | str) -> list[Path]:
+    """The event files that hold a run's history, in path order.
+
+    sacbench's trainer writes them directly into the run dir. An external command writes them
+    where it likes below its working directory, the run dir (CleanRL: runs/{run_name}/), so when
+    none lie directly inside, every folder below is searched except attempts/ (earlier attempts),
+    wandb/ (W&B's copies) and hidden folders.
+    """
+    run_dir = Path(run_dir)
+    direct = event_files(run_dir)
+    if direct:
+        return direct
+    found: list[Path] = []
+    for folder, subfolders, names in os.walk(run_dir):
+        top = Path(folder) == run_dir
+        subfolders[:] = sorted(
+            name
+            for name in subfolders
+            if not name.startswith(".") and not (top and name in _NOT_HISTORY)
+        )
+        found += [Path(folder) / name for name in names if EVENT_FILE_MARKER in name]
+    return sorted(found)
 
 
 def iter_records(path: Path | str) -> Iterator[bytes]:
@@ -207,7 +240,8 @@ def read_event_file(path: Path | str, *, reader: Reader = "records") -> pd.DataF
 
 
 def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.DataFrame:
-    """All scalars of a run dir, every event file included, sorted by (tag, step).
+    """All scalars of a run dir, every event file of its history included
+    (:func:`run_event_files`), sorted by (tag, step).
 
     A resumed run has one file per training session; the trainer truncates each older file at the
     checkpoint it resumed from, so a (tag, step) pair seen twice means the history is
@@ -216,7 +250,7 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
     them only a (tag, step) pair found in two files is an error.
     """
     run_dir = Path(run_dir)
-    files = event_files(run_dir)
+    files = run_event_files(run_dir)
     if not files:
         raise EventLogError(
             f"run dir {run_dir} holds no TensorBoard event files (*{EVENT_FILE_MARKER}*)"
@@ -224,7 +258,7 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
     frames = []
     for path in files:
         frame = read_event_file(path, reader=reader)
-        frame["_file"] = path.name
+        frame["_file"] = str(path.relative_to(run_dir))
         frames.append(frame)
     scalars = pd.concat(frames, ignore_index=True)
     per_episode = scalars["tag"].isin(EVAL_EPISODE_TAGS)

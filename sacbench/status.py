@@ -7,12 +7,14 @@ an event file, so it is cheap at any scale and works the same while Snakemake ru
 locally or on Slurm. A run's state:
 
     pending  no run dir, or nothing recorded in it yet
-    running  progress.json says running and was updated within --stale-after seconds
+    running  progress.json says running and was updated within --stale-after seconds; or an
+             external command's run has started and not ended (it writes no progress.json)
     stale    progress.json says running but has not been updated for longer: the trainer died
              without a record (SIGKILL, out of memory, a lost node); the next snakemake resumes
              it from its last checkpoint
     failed   the last session ended with an error or a stop signal (checkpointed; the next
-             snakemake resumes it), and nothing runs now
+             snakemake resumes it), and nothing runs now; an external command's run (a command
+             variant) starts again instead
     done     complete.json exists
     unknown  a record could not be read (the note says which and why)
 
@@ -40,7 +42,7 @@ from typing import Any
 import yaml
 from tabulate import tabulate
 
-from sacbench.config import ConfigError, load_schema, trainer_args, validated_config
+from sacbench.config import ConfigError, load_schema, run_budget, validated_config
 from sacbench.provenance import PACKAGE_DIR
 from sacbench.training.progress import PROGRESS_FILE_NAME, RETURN_WINDOW
 
@@ -124,7 +126,7 @@ class RunKey:
 def run_matrix(config: Mapping[str, Any]) -> list[RunKey]:
     """Every variant x env x seed, in the pipeline's order."""
     return [
-        RunKey(variant, env_id, seed, trainer_args(config, variant=variant)["total_timesteps"])
+        RunKey(variant, env_id, seed, run_budget(config, variant=variant)[0])
         for variant in config["variants"]
         for env_id in config["env_ids"]
         for seed in config["seeds"]
@@ -247,6 +249,8 @@ def classify(
     if not progress:
         if not session:
             return "pending", ""
+        if session.get("external"):  # python -m sacbench.run_command writes no progress.json
+            return "running", "external command: no progress reports, see its log"
         age = now - _iso_to_unix(session.get("started_at"))
         if age > stale_after:
             return "stale", f"started {_duration(age)} ago, no progress.json"

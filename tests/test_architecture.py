@@ -8,7 +8,7 @@ The layers, bottom up (issue 11):
   training meet only on disk);
 - pipeline: what the Snakemake workflow calls (config, resources, status); imports training, sac
   and leaves;
-- entry shims (`python -m sacbench.train|report|status`): import only a layer's `main`.
+- entry shims (`python -m sacbench.train|report|status|run_command`): import only a layer's `main`.
 
 The import graph is read from the source with ast, lazy and TYPE_CHECKING imports included.
 
@@ -36,7 +36,13 @@ LEAVES = {
     "sacbench.provenance",
     "sacbench.private_api",
 }
-ENTRY_SHIMS = {"sacbench.train", "sacbench.report", "sacbench.status", "sacbench.evaluate"}
+ENTRY_SHIMS = {
+    "sacbench.train",
+    "sacbench.report",
+    "sacbench.status",
+    "sacbench.evaluate",
+    "sacbench.run_command",
+}
 LAYER_PACKAGES = ("sac", "training", "results", "pipeline")
 ALLOWED: dict[str, set[str]] = {  # layer -> the layers its modules may import
     "leaf": {"leaf"},

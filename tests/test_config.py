@@ -13,19 +13,25 @@ import pytest
 import yaml
 
 from sacbench.config import (
+    COMMAND_PIPELINE_ARGS,
     CONFIGURABLE_ARGS,
     EVAL_STEPS_PER_SECOND,
     MAX_TRAIN_RUNTIME_MINUTES,
     PIPELINE_ARGS,
+    SACBENCH_ONLY_ARGS,
     SECONDS_PER_FILMED_FRAME,
     SLOW_STEPS_PER_SECOND,
     STARTUP_MINUTES,
     TIME_SAFETY_FACTOR,
     ConfigError,
+    command_args,
+    command_words,
     default_args,
     evaluates,
     evaluation_seconds,
+    is_command_variant,
     load_schema,
+    run_budget,
     run_trainer_args,
     slow_steps_per_second,
     train_memory_mb,
@@ -34,7 +40,7 @@ from sacbench.config import (
     trainer_cli,
     validated_config,
 )
-from sacbench.sac.args import ARG_NAMES, Args
+from sacbench.sac.args import ARG_NAMES, CLEANRL_SAC_ARG_NAMES, Args
 from sacbench.training.envs import BENCHMARK_ENV_IDS, EnvError, env_spaces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -178,6 +184,46 @@ BAD_CONFIGS = {
         {"variants": {"v": {"eval_episodes": 0, "capture_video": True}}},
         ["variants.v", "--capture-video", "--eval-episodes"],
     ),
+    "command variant with a trainer-only flag": (
+        {"variants": {"c": {"command": "python x.py", "args": {"update_path": "fast"}}}},
+        ["variants.c.args.update_path", "option of sacbench's trainer"],
+    ),
+    "command variant setting the seed": (
+        {"variants": {"c": {"command": "python x.py", "args": {"seed": 2}}}},
+        ["variants.c.args.seed", "set by the pipeline"],
+    ),
+    "empty command": ({"variants": {"c": {"command": ""}}}, ["variants.c.command", "''"]),
+    "blank command": ({"variants": {"c": {"command": "  "}}}, ["variants.c.command", "'  '"]),
+    "empty command list": ({"variants": {"c": {"command": []}}}, ["variants.c.command", "[]"]),
+    "command list with an empty word": (
+        {"variants": {"c": {"command": ["python", ""]}}},
+        ["variants.c.command", "['python', '']"],
+    ),
+    "command with an unclosed quote": (
+        {"variants": {"c": {"command": "python 'x.py"}}},
+        ["variants.c.command", "closing quotation", '"python \'x.py"'],
+    ),
+    "command not a string": ({"variants": {"c": {"command": 5}}}, ["variants.c.command", "5"]),
+    "trainer argument beside a command": (
+        {"variants": {"c": {"command": "python x.py", "batch_size": 64}}},
+        ["variants.c.batch_size", "go under variants.c.args"],
+    ),
+    "command flag name not an identifier": (
+        {"variants": {"c": {"command": "python x.py", "args": {"Batch-Size": 1}}}},
+        ["variants.c.args", "'Batch-Size'"],
+    ),
+    "command flag without a value": (
+        {"variants": {"c": {"command": "python x.py", "args": {"num_envs": None}}}},
+        ["variants.c.args.num_envs", "None"],
+    ),
+    "command flag shared with the trainer out of range": (
+        {"variants": {"c": {"command": "python x.py", "args": {"total_timesteps": 0}}}},
+        ["variants.c.args.total_timesteps", "0"],
+    ),
+    "inherit_train not a boolean": (
+        {"variants": {"c": {"command": "python x.py", "inherit_train": "no"}}},
+        ["variants.c.inherit_train", "'no'"],
+    ),
 }
 
 
@@ -223,6 +269,74 @@ def test_a_config_that_sets_a_pipeline_argument_is_refused(name: str):
         with pytest.raises(ConfigError) as caught:
             validated_config(config, schema=SCHEMA)
         assert f"{where}.{name}: {name!r} is set by the pipeline" in str(caught.value)
+
+
+@pytest.mark.parametrize("name", sorted(SACBENCH_ONLY_ARGS))
+def test_a_command_variant_may_not_set_a_trainer_only_option(name: str):
+    value = getattr(Args(), name)
+    config = {**repo_config(), "variants": {"c": {"command": "python x.py", "args": {name: value}}}}
+    with pytest.raises(ConfigError) as caught:
+        validated_config(config, schema=SCHEMA)
+    assert f"variants.c.args.{name}: {name!r} is an option of sacbench's trainer" in str(
+        caught.value
+    )
+
+
+def test_trainer_only_options_are_those_cleanrls_script_lacks():
+    assert set(ARG_NAMES) - CLEANRL_SAC_ARG_NAMES == SACBENCH_ONLY_ARGS
+    assert {"run_dir", "threads", "device", "checkpoint_interval", "update_path", "compile",
+            "cudagraphs", "overwrite"} <= SACBENCH_ONLY_ARGS  # fmt: skip
+    # The schema types every train key that a command variant's script also takes.
+    command_schema = SCHEMA["$defs"]["command_variant"]["properties"]["args"]["properties"]
+    assert set(command_schema) == set(CONFIGURABLE_ARGS) & CLEANRL_SAC_ARG_NAMES
+
+
+def test_a_command_variant_gets_the_shared_train_keys_and_its_own_args():
+    config = validated_config(
+        {
+            "train": {"total_timesteps": 5000, "batch_size": 64, "update_path": "reference"},
+            "variants": {
+                "sac": {},
+                "cleanrl": {
+                    "command": "env A='b c' /opt/py /opt/cleanrl/sac.py",
+                    "args": {"batch_size": 32, "num_envs": 1, "autotune": False},
+                },
+                "td3": {"command": ["/opt/py", "td3.py"], "inherit_train": False},
+            },
+        },
+        schema=SCHEMA,
+    )
+    assert not is_command_variant(config, variant="sac")
+    assert is_command_variant(config, variant="cleanrl")
+    assert command_words(config["variants"]["cleanrl"]["command"]) == [
+        "env", "A=b c", "/opt/py", "/opt/cleanrl/sac.py"
+    ]  # fmt: skip
+    args = command_args(config, variant="cleanrl")
+    assert args["total_timesteps"] == 5000 and args["batch_size"] == 32
+    assert args["num_envs"] == 1 and args["autotune"] is False
+    shared = set(CONFIGURABLE_ARGS) & CLEANRL_SAC_ARG_NAMES
+    assert set(args) == shared | {"num_envs"}
+    assert command_args(config, variant="td3") == {}
+    # Time and memory are sized from the budget the script gets, else from train's.
+    assert run_budget(config, variant="cleanrl") == (5000, 1_000_000)
+    assert run_budget(config, variant="td3") == (5000, 1_000_000)
+    with pytest.raises(ValueError, match="'cleanrl' runs a command"):
+        trainer_args(config, variant="cleanrl")
+    with pytest.raises(ValueError, match="'sac' runs sacbench's trainer"):
+        command_args(config, variant="sac")
+
+
+def test_the_run_command_rule_sets_the_wrappers_pipeline_flags():
+    from sacbench.pipeline.external import PIPELINE_FLAGS, parse_args
+
+    assert set(PIPELINE_FLAGS) == COMMAND_PIPELINE_ARGS
+
+    rule = (REPO / "workflow" / "rules" / "train.smk").read_text().split("rule run_command:")[1]
+    shell = rule.split("shell:", 1)[1]
+    flags = set(re.findall(r"--([a-z][a-z-]*)", shell.split(" -- ", 1)[0]))
+    assert flags == {"run-dir", "env-id", "seed", "threads", "args-json"}
+    options = parse_args(["--run-dir", "d", "--env-id", "E", "--seed", "1", "--", "python"])
+    assert {name.replace("_", "-") for name in vars(options)} == flags | {"command"}
 
 
 def test_trainer_cli_renders_booleans_as_flag_pairs_and_quotes_strings():

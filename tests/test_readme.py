@@ -100,6 +100,23 @@ CHECKED: dict[str, tuple[str, str]] = {
     ),
     EVALUATED_RUN: ("tests/test_readme.py", "test_evaluated_run_films_its_evaluations"),
     EVALUATE: ("tests/test_readme.py", "test_evaluate_command_replays_the_final_evaluation"),
+    # Getting CleanRL and an environment for it needs the network and builds a second venv
+    # (minutes, hundreds of MB): checked by hand, not in CI. The snakemake command is run as
+    # written, with a cleanrl.yaml whose command is a CleanRL-style script written by the test.
+    "git clone https://github.com/vwxyzjn/cleanrl.git ~/cleanrl": (
+        "",
+        "documentation only: needs the network; CleanRL at commit fe8d8a03 was checked by hand",
+    ),
+    "python3 -m venv ~/cleanrl-venv && ~/cleanrl-venv/bin/pip install torch==2.13.0 gymnasium==0.29.1"
+    ' mujoco==2.3.3 "numpy<2" tyro tensorboard "imageio<3"': (
+        "",
+        "documentation only: needs a package index; run by hand (Python 3.11.7; checked with torch 2.14.1),"
+        " then tests/test_external_command.py::test_cleanrls_own_script_runs_as_a_command_run",
+    ),
+    "snakemake --cores 18 --configfile cleanrl.yaml": (
+        "tests/test_external_command.py",
+        "test_cleanrl_style_script_side_by_side_in_every_table_after_a_failed_attempt",
+    ),
 }
 
 

@@ -28,6 +28,27 @@ def left_out_of_aggregate_note(env_ids: Sequence[str]) -> str:
     )
 
 
+# Footnotes of runtime cells whose runs lack one of sacbench's two extra tags: runs of an
+# external command such as CleanRL's script (docs/contracts.md), which log CleanRL's tags only.
+STEADY_SPS_FROM_WALL_TIMES = (
+    f"No {STEADY_SPS_TAG} in this run's events (an external command's, e.g. CleanRL's "
+    f"script): each window's steady SPS is the steps between two consecutive {SPS_TAG} points "
+    "over the difference of their event wall times (everything the script does between two log "
+    "points included), combined over the windows as for sacbench's runs."
+)
+ELAPSED_FROM_WALL_TIMES = (
+    f"No {ELAPSED_TAG} in this run's events (an external command's): the seconds at each "
+    f"{SPS_TAG} point are its event wall time minus the command's start, as python -m "
+    "sacbench.run_command recorded it (metadata.json's started_unix_time; without it, "
+    "complete.json's finished_at - elapsed_seconds), interpreter start-up included."
+)
+COMMAND_WALL_CLOCK = (
+    "An external command's run: complete.json's elapsed_seconds is the command's wall-clock "
+    "from its start to its exit, as python -m sacbench.run_command measured it (interpreter "
+    "start-up included; one attempt, as such runs do not resume)."
+)
+
+
 def runtime_definitions() -> list[str]:
     """The footnotes of sac_runtimes.md, in order."""
     return [

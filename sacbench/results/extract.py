@@ -10,14 +10,21 @@ from typing import Any
 import pandas as pd
 
 from sacbench.atomic import write_atomically
-from sacbench.events import Reader, event_files, read_run_scalars
+from sacbench.events import Reader, read_run_scalars, run_event_files
 from sacbench.results.runs import ResultsInputError, read_json_object
 from sacbench.tags import EVAL_RETURN_TAG
 
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
-    """metadata.json merged with complete.json (whose keys must not clash with metadata's)."""
-    metadata = read_json_object(run_dir / "metadata.json", what="the run's metadata")
+    """metadata.json merged with complete.json (whose keys must not clash with metadata's).
+
+    A run without metadata.json (an external command's whose record was lost, a run dir made
+    by hand) still has a summary: complete.json's, and the tables say "not recorded" for the
+    rest.
+    """
+    metadata: dict[str, Any] = {}
+    if (run_dir / "metadata.json").exists():
+        metadata = read_json_object(run_dir / "metadata.json", what="the run's metadata")
     complete = read_json_object(run_dir / "complete.json", what="the completion record")
     for key, kind in (("global_step", int), ("elapsed_seconds", int | float)):
         value = complete.get(key)
@@ -51,7 +58,7 @@ def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader =
     scalars = read_run_scalars(run_dir, reader=reader)
     summary["extraction"] = {
         "run_dir": str(run_dir),
-        "event_files": [path.name for path in event_files(run_dir)],
+        "event_files": [str(path.relative_to(run_dir)) for path in run_event_files(run_dir)],
         "scalar_points": len(scalars),
         "reader": reader,
         "evaluations": evaluation_summary(scalars),

@@ -11,6 +11,7 @@ where it lies inside the axes, so no text covers data and every legend entry is 
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -20,17 +21,22 @@ import matplotlib
 matplotlib.use("Agg")  # headless: the pipeline renders on compute nodes without a display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import published  # noqa: E402
-from sacbench.results.runs import Run, RunSet  # noqa: E402
+from sacbench.results.metrics import (  # noqa: E402
+    elapsed_points,
+    steady_sps_points,
+    times_from_wall_clock,
+)
+from sacbench.results.runs import MetricError, Run, RunSet  # noqa: E402
 from sacbench.tags import (  # noqa: E402
     ELAPSED_TAG,
     EVAL_RETURN_TAG,
     RETURN_TAG,
     SPS_TAG,
-    STEADY_SPS_TAG,
 )
 
 COLUMNS = 3
@@ -76,8 +82,10 @@ def _smoothed_returns(run: Run, window: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _elapsed_at(run: Run, steps: np.ndarray) -> np.ndarray:
-    """Training-job seconds at ``steps``, interpolated in charts/elapsed_seconds from (0, 0)."""
-    elapsed = run.series(ELAPSED_TAG)
+    """Training-job seconds at ``steps``, interpolated from (0, 0) in charts/elapsed_seconds, or,
+    for an external command's run, in its event wall times (metrics.elapsed_points); no times
+    at all (MetricError) when they cannot be known."""
+    elapsed = elapsed_points(run)
     known_steps = np.concatenate([[0.0], elapsed["step"].to_numpy(np.float64)])
     known_seconds = np.concatenate([[0.0], elapsed["value"].to_numpy(np.float64)])
     return np.interp(steps, known_steps, known_seconds)
@@ -254,7 +262,8 @@ def returns_vs_time(runset: RunSet, *, smoothing_episodes: int) -> Figure:
             curves = []
             for run in runset.runs_of(variant, env_id):
                 steps, values = _smoothed_returns(run, smoothing_episodes)
-                curves.append((_elapsed_at(run, steps) / 60.0, values))
+                with contextlib.suppress(MetricError):  # no times known: not drawn
+                    curves.append((_elapsed_at(run, steps) / 60.0, values))
             _band(axis, curves, colour=colours[variant], label=variant, gid=f"time:{variant}")
         _published_line(axis, env_id, steps_done=_steps_done(runset, env_id))
     _finish(
@@ -262,11 +271,25 @@ def returns_vs_time(runset: RunSet, *, smoothing_episodes: int) -> Figure:
         axes,
         title="Training episodic return vs wall-clock: mean over seeds, band ± 1 std (ddof=0);\n"
         f"{_smoothing_text(smoothing_episodes)}; time from {ELAPSED_TAG} (resumes "
-        f"summed, interpolated per episode){_published_note(runset)}{_missing_note(runset)}",
+        f"summed, interpolated per episode)"
+        f"{_wall_time_note(runset, what='event wall times since the command started')}"
+        f"{_published_note(runset)}"
+        f"{_missing_note(runset)}",
         xlabel="wall-clock minutes of the training job",
         ylabel="episodic return",
     )
     return figure
+
+
+def _wall_time_note(runset: RunSet, *, what: str) -> str:
+    """Said in a title when some run's times come from its event wall times, as `what`."""
+    if not any(any(times_from_wall_clock(run)) for run in runset.runs.values()):
+        return ""
+    return f";\nexternal commands' runs (no sacbench time tags): {what}"
+
+
+def _cleanrl_sps_points(run: Run) -> pd.DataFrame:
+    return run.series(SPS_TAG)
 
 
 def sps_vs_steps(runset: RunSet) -> Figure:
@@ -276,14 +299,14 @@ def sps_vs_steps(runset: RunSet) -> Figure:
     for axis, env_id in zip(axes, runset.selection.env_ids, strict=True):
         for variant in runset.selection.variants:
             runs = runset.runs_of(variant, env_id)
-            for tag, style, kind, label in (
-                (SPS_TAG, "-", "sps", f"{variant}: CleanRL SPS"),
-                (STEADY_SPS_TAG, "--", "steady_sps", f"{variant}: steady SPS"),
+            for points_of, style, kind, label in (
+                (_cleanrl_sps_points, "-", "sps", f"{variant}: CleanRL SPS"),
+                (steady_sps_points, "--", "steady_sps", f"{variant}: steady SPS"),
             ):
                 curves = [
                     (
-                        run.series(tag)["step"].to_numpy(np.float64),
-                        run.series(tag)["value"].to_numpy(np.float64),
+                        points_of(run)["step"].to_numpy(np.float64),
+                        points_of(run)["value"].to_numpy(np.float64),
                     )
                     for run in runs
                 ]
@@ -301,6 +324,7 @@ def sps_vs_steps(runset: RunSet) -> Figure:
         axes,
         title="Throughput vs global step: CleanRL SPS (solid; cumulative since start) and steady "
         "SPS\n(dashed; per 100-step window): mean over seeds, band ± 1 std; no smoothing"
+        f"{_wall_time_note(runset, what='steady SPS between consecutive charts/SPS points')}"
         f"{_missing_note(runset)}",
         xlabel="global step (environment steps)",
         ylabel="environment steps per second",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -9,7 +10,15 @@ from sacbench.results.render import markdown_table
 from sacbench.results.runs import Run, RunSet
 
 
+def _command_words(run: Run) -> list[str] | None:
+    """An external command's program and first arguments (metadata.json of run_command)."""
+    words = run.summary_value("command", "words")
+    return [str(word) for word in words] if isinstance(words, list) else None
+
+
 def _sacbench_text(run: Run) -> str | None:
+    if _command_words(run) is not None:
+        return "none (an external command)"
     version = run.summary_value("sacbench", "version")
     if version is None:
         return None
@@ -24,12 +33,40 @@ def _sacbench_text(run: Run) -> str | None:
     return f"{version} ({', '.join(parts)})"
 
 
+def _gpu_text(run: Run) -> str | None:
+    """The GPU's model, "none" for a run recorded on the CPU; None when nothing is recorded (an
+    external command's host record cannot know whether its script used a GPU)."""
+    host = run.summary_value("host")
+    if not isinstance(host, dict) or "gpu_model" not in host:
+        return None
+    return host["gpu_model"] or "none"
+
+
+def _program_of(run: Run) -> str:
+    words = _command_words(run)
+    if words is not None:
+        return f"`{shlex.join(words)}`".replace("|", "\\|")  # a | would end the table cell
+    return "sacbench's trainer" if run.summary_value("sacbench") is not None else "not recorded"
+
+
+def _program_text(runset: RunSet) -> str:
+    """Which program each variant's runs ran: an external command, or sacbench's trainer."""
+    programs: dict[str, set[str]] = {}
+    for key, run in runset.runs.items():
+        programs.setdefault(key.variant, set()).add(_program_of(run))
+    return "; ".join(
+        f"`{variant}`: {' / '.join(sorted(programs[variant]))}"
+        for variant in runset.selection.variants
+        if variant in programs
+    )
+
+
 PROVENANCE: tuple[tuple[str, Callable[[Run], Any]], ...] = (
     ("sacbench", _sacbench_text),
     ("steps per run (total_timesteps)", lambda run: run.summary_value("args", "total_timesteps")),
     ("learning_starts", lambda run: run.summary_value("args", "learning_starts")),
     ("CPU model", lambda run: run.summary_value("host", "cpu_model")),
-    ("GPU model", lambda run: run.summary_value("host", "gpu_model") or "none"),
+    ("GPU model", _gpu_text),
     ("device", lambda run: run.summary_value("host", "device")),
     ("torch threads", lambda run: run.summary_value("host", "torch_threads")),
     ("python", lambda run: run.summary_value("versions", "python")),
@@ -75,5 +112,8 @@ def provenance_lines(runset: RunSet, *, title: str, command: str) -> list[str]:
         "",
     ]
     rows = [[name, _value_text(runs, getter) if runs else "no runs"] for name, getter in PROVENANCE]
+    if any(_command_words(run) is not None for run in runs):
+        # Only where a variant ran an external command, so other tables keep their rows.
+        rows.insert(1, ["program", _program_text(runset)])
     lines += markdown_table(["Provenance", "Value (from the runs' metadata.json)"], rows, "ll")
     return lines

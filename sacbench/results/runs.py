@@ -151,9 +151,10 @@ def _load_run(extracted_dir: Path, key: RunKey) -> Run:
             raise ResultsInputError(f"{key.label}: {path} not found")
     scalars = read_extracted_csv(csv_path)
     summary = read_json_object(json_path, what="the run summary")
-    args = summary.get("args") if isinstance(summary.get("args"), dict) else {}
-    recorded = (args.get("env_id"), args.get("seed"))
-    if recorded != (key.env_id, key.seed):
+    args = summary.get("args")
+    recorded = (args.get("env_id"), args.get("seed")) if isinstance(args, dict) else None
+    # A run without metadata.json records no args: nothing to contradict where it sits.
+    if recorded is not None and recorded != (key.env_id, key.seed):
         raise ResultsInputError(
             f"{json_path}: the run summary says env_id={recorded[0]!r}, seed={recorded[1]!r}, "
             f"but the file sits at {key.env_id}/{key.seed}"

@@ -11,13 +11,21 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results import stats
-from sacbench.results.definitions import UNPUBLISHED_CELL, runtime_definitions, unpublished_note
+from sacbench.results.definitions import (
+    COMMAND_WALL_CLOCK,
+    ELAPSED_FROM_WALL_TIMES,
+    STEADY_SPS_FROM_WALL_TIMES,
+    UNPUBLISHED_CELL,
+    runtime_definitions,
+    unpublished_note,
+)
 from sacbench.results.metrics import (
     common_steps,
     final_sps,
     openrlbenchmark_minutes,
     projected_minutes,
     steady_sps,
+    times_from_wall_clock,
     wall_clock_minutes,
 )
 from sacbench.results.provenance_table import provenance_lines
@@ -46,6 +54,36 @@ RUNTIME_METRICS: dict[str, Callable[[Run], float]] = {
 }
 
 
+def _lacks_steady_sps(run: Run) -> bool:
+    return times_from_wall_clock(run)[0]
+
+
+def _lacks_elapsed_seconds(run: Run) -> bool:
+    return times_from_wall_clock(run)[1]
+
+
+# What a metric (or "openrlbenchmark_minutes") computes differently for a run that lacks one of
+# sacbench's extra tags (an external command's): (does the run, the footnote saying how).
+FALLBACK_NOTES: dict[str, tuple[tuple[Callable[[Run], bool], str], ...]] = {
+    "steady_sps": ((_lacks_steady_sps, STEADY_SPS_FROM_WALL_TIMES),),
+    "wall_clock_minutes": ((_lacks_elapsed_seconds, COMMAND_WALL_CLOCK),),
+    "projected_minutes_per_1m": (
+        (_lacks_steady_sps, STEADY_SPS_FROM_WALL_TIMES),
+        (_lacks_elapsed_seconds, ELAPSED_FROM_WALL_TIMES),
+    ),
+    "openrlbenchmark_minutes": ((_lacks_elapsed_seconds, ELAPSED_FROM_WALL_TIMES),),
+}
+
+
+def fallback_marks(name: str, runs: list[Run], notes: Notes) -> list[str]:
+    """The footnote marks of a cell of metric `name` whose runs need a fallback."""
+    return [
+        notes.mark(text)
+        for applies, text in FALLBACK_NOTES.get(name, ())
+        if any(applies(run) for run in runs)
+    ]
+
+
 def _runtime_cells(
     runset: RunSet, notes: Notes, problems: dict[str, str]
 ) -> tuple[dict[tuple[str, str, str], Cell], dict[tuple[str, str], float | None]]:
@@ -55,11 +93,11 @@ def _runtime_cells(
     orb_minutes: dict[tuple[str, str], float | None] = {}
     for env_id in runset.selection.env_ids:
         for variant in runset.selection.variants:
-            for name, metric in RUNTIME_METRICS.items():
-                cells[name, env_id, variant] = collect(
-                    runset, variant, env_id, metric, notes, problems
-                )
             runs = runset.runs_of(variant, env_id)
+            for name, metric in RUNTIME_METRICS.items():
+                cell = collect(runset, variant, env_id, metric, notes, problems)
+                cell.marks += fallback_marks(name, runs, notes)
+                cells[name, env_id, variant] = cell
             try:
                 orb_minutes[env_id, variant] = openrlbenchmark_minutes(runs) if runs else None
             except MetricError as error:
@@ -90,14 +128,14 @@ def _orb_text(tables: RuntimeTables, env_id: str, variant: str) -> str:
         return "n/a " + tables.notes.mark(
             f"{variant}/{env_id}: no seed with {ELAPSED_TAG}; see the notes above"
         )
-    seeds = len(tables.runset.runs_of(variant, env_id))
+    runs = tables.runset.runs_of(variant, env_id)
     requested = len(tables.runset.selection.seeds)
-    mark = ""
-    if seeds < requested:
-        mark = " " + tables.notes.mark(
-            f"{variant}/{env_id}: {seeds} of {requested} requested seeds"
+    marks = fallback_marks("openrlbenchmark_minutes", runs, tables.notes)
+    if len(runs) < requested:
+        marks.append(
+            tables.notes.mark(f"{variant}/{env_id}: {len(runs)} of {requested} requested seeds")
         )
-    return duration_text(value) + mark
+    return " ".join([duration_text(value), *marks])
 
 
 def _metric_text(name: str, render: Callable[[list[float]], str]) -> CellText:

@@ -101,6 +101,37 @@ DEFAULTS_OF_UNRECORDED_FIELDS: dict[str, object] = {"eval_frequency": 0, "eval_e
 
 ARG_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Args))
 
+# The fields of the Args of CleanRL's own cleanrl/sac_continuous_action.py (read at commit
+# fe8d8a03 of vwxyzjn/cleanrl). A pipeline variant that runs CleanRL's script (or a script with
+# its flags) gets the shared ones of config.yaml's `train:` section; the trainer's arguments that
+# are not among them (run_dir, threads, device, update_path, ...) exist only in sacbench.
+CLEANRL_SAC_ARG_NAMES: frozenset[str] = frozenset(
+    {
+        "exp_name",
+        "seed",
+        "torch_deterministic",
+        "cuda",
+        "track",
+        "wandb_project_name",
+        "wandb_entity",
+        "capture_video",
+        "env_id",
+        "total_timesteps",
+        "num_envs",
+        "buffer_size",
+        "gamma",
+        "tau",
+        "batch_size",
+        "learning_starts",
+        "policy_lr",
+        "q_lr",
+        "policy_frequency",
+        "target_network_frequency",
+        "alpha",
+        "autotune",
+    }
+)
+
 
 def validate_args(args: Args) -> list[str]:
     """Problems with the arguments, each naming the flag and value; empty when all is well."""

@@ -1,7 +1,9 @@
 # Helpers for the rules: config validation, the run matrix, input functions, resources.
 # The logic lives in sacbench/config.py (unit-tested); this file only adapts it to Snakemake.
+import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 from sacbench import config as sacbench_config
@@ -40,6 +42,18 @@ ENV_IDS = list(config["env_ids"])
 SEEDS = [str(seed) for seed in config["seeds"]]
 # Tasks whose final evaluation the report shows as a video, filmed in the first seed's run.
 VIDEO_ENV_IDS = list(config["video_env_ids"])
+# Variants that run an external command instead of sacbench's trainer (train.smk's run_command).
+COMMAND_VARIANTS = [
+    name
+    for name in VARIANTS
+    if sacbench_config.is_command_variant(config, variant=name)
+]
+TRAINER_VARIANTS = [name for name in VARIANTS if name not in COMMAND_VARIANTS]
+
+
+def one_of(names):
+    """A wildcard constraint that matches exactly `names` (nothing when there are none)."""
+    return "|".join(re.escape(name) for name in names) or "(?!)"
 
 
 wildcard_constraints:
@@ -101,11 +115,25 @@ def trainer_flags(wildcards):
     return sacbench_config.trainer_cli(args)
 
 
+def command_line(wildcards):
+    """A command variant's program and first arguments, shell-quoted; a params entry, so a
+    changed command re-runs exactly that variant's runs."""
+    command = config["variants"][wildcards.variant]["command"]
+    return shlex.join(sacbench_config.command_words(command))
+
+
+def command_args_json(wildcards):
+    """A command variant's script flags by name, as shell-quoted JSON; a params entry."""
+    args = sacbench_config.command_args(config, variant=wildcards.variant)
+    return shlex.quote(json.dumps(args))
+
+
 def train_mem_mb(wildcards, attempt):
-    """The run's memory; locally, a run that can never fit the total fails before it starts."""
-    args = sacbench_config.trainer_args(config, variant=wildcards.variant)
+    """The run's memory; locally, a run that can never fit the total fails before it starts.
+    A command variant's script is sized as the trainer with its buffer_size."""
+    _, buffer_size = sacbench_config.run_budget(config, variant=wildcards.variant)
     need = sacbench_config.train_memory_mb(
-        env_id=wildcards.env_id, buffer_size=args["buffer_size"], attempt=attempt
+        env_id=wildcards.env_id, buffer_size=buffer_size, attempt=attempt
     )
     if not LOCAL_MEMORY_TOTAL:
         return need
@@ -118,8 +146,13 @@ def train_mem_mb(wildcards, attempt):
 
 
 def train_runtime(wildcards):
-    """The run's time limit in minutes, from its task's throughput, its number of steps and its
-    evaluations (and videos)."""
+    """The run's time limit in minutes, from its task's throughput, its number of steps and,
+    for the trainer's runs, its evaluations (and videos)."""
+    if sacbench_config.is_command_variant(config, variant=wildcards.variant):
+        total_timesteps, _ = sacbench_config.run_budget(config, variant=wildcards.variant)
+        return sacbench_config.train_runtime_minutes(
+            env_id=wildcards.env_id, total_timesteps=total_timesteps
+        )
     args = sacbench_config.run_trainer_args(
         config, variant=wildcards.variant, env_id=wildcards.env_id, seed=wildcards.seed
     )
@@ -175,7 +208,7 @@ def evaluation_targets():
         )
     videos = expand(
         results("videos/{variant}/{env_id}.{ext}"),
-        variant=VARIANTS,
+        variant=TRAINER_VARIANTS,  # a command variant's runs are not filmed
         env_id=VIDEO_ENV_IDS,
         ext=["mp4", "html"],
     )
