@@ -107,10 +107,11 @@ CHECKED: dict[str, tuple[str, str]] = {
         "",
         "documentation only: needs the network; CleanRL at commit fe8d8a03 was checked by hand",
     ),
-    "python3 -m venv ~/cleanrl-venv && ~/cleanrl-venv/bin/pip install torch==2.13.0 gymnasium==0.29.1"
-    ' mujoco==2.3.3 "numpy<2" tyro tensorboard "imageio<3"': (
+    "python3 -m venv ~/cleanrl-venv && ~/cleanrl-venv/bin/pip install torch==2.13.0"
+    ' gymnasium==0.29.1 mujoco==2.3.3 "numpy<2" tyro tensorboard "imageio<3"': (
         "",
-        "documentation only: needs a package index; run by hand (Python 3.11.7; checked with torch 2.14.1),"
+        "documentation only: needs a package index; run by hand (Python 3.11.7; checked with"
+        " torch 2.14.1),"
         " then tests/test_external_command.py::test_cleanrls_own_script_runs_as_a_command_run",
     ),
     "snakemake --cores 18 --configfile cleanrl.yaml": (

@@ -55,12 +55,12 @@ def env_spaces(env_id: str) -> EnvSpaces:
     process: the pipeline asks once per train job for its memory and time limit)."""
     if not isinstance(env_id, str) or env_id not in gym.registry:
         raise EnvError(_unknown_id_message(env_id))
+    _check_mujoco_pin(env_id)  # outside the cache: the installed mujoco is read every time
     return _made_env_spaces(env_id)
 
 
 @functools.cache
 def _made_env_spaces(env_id: str) -> EnvSpaces:
-    _check_mujoco_pin(env_id)
     try:
         with warnings.catch_warnings():
             # "out of date, consider v5": the benchmark's v4 tasks are chosen on purpose, and the

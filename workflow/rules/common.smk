@@ -149,7 +149,9 @@ def train_runtime(wildcards):
     """The run's time limit in minutes, from its task's throughput, its number of steps and,
     for the trainer's runs, its evaluations (and videos)."""
     if sacbench_config.is_command_variant(config, variant=wildcards.variant):
-        total_timesteps, _ = sacbench_config.run_budget(config, variant=wildcards.variant)
+        total_timesteps, _ = sacbench_config.run_budget(
+            config, variant=wildcards.variant
+        )
         return sacbench_config.train_runtime_minutes(
             env_id=wildcards.env_id, total_timesteps=total_timesteps
         )
