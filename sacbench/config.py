@@ -106,13 +106,18 @@ def trainer_args(config: Mapping[str, Any], *, variant: str) -> dict[str, Any]:
 
 
 def trainer_cli(args: Mapping[str, Any]) -> str:
-    """Trainer arguments as shell-quoted command-line flags (booleans as --flag / --no-flag)."""
+    """Trainer arguments as shell-quoted command-line flags (booleans as --flag / --no-flag).
+
+    None (YAML null) gives no flag: the trainer's optional arguments default to None.
+    """
     unknown = sorted(set(args) - set(ARG_NAMES))
     if unknown:
         raise ValueError(f"not trainer arguments: {', '.join(unknown)}")
     flags: list[str] = []
     for name, value in args.items():
         flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
         if isinstance(value, bool):
             flags.append(flag if value else "--no-" + name.replace("_", "-"))
         else:
