@@ -29,6 +29,7 @@ from sacbench.training.tracking import (
     version_tag,
 )
 from tests.trainer_runs import read_scalars, reproducible
+from tests.workflow_copies import workflow_copy
 
 # A budget that reaches the update: log points at steps 1100, 1200 and 1300.
 TINY_RUN = (
@@ -287,6 +288,15 @@ def test_a_resumed_run_continues_the_same_wandb_run(tracked, sessions):
     ]
     assert exits == [[128 + signal.SIGTERM], [], [0]]
     assert len(records_of(stopped, "preempting")) == 1
+    # `wandb sync` would upload the three sessions (into the one run, oldest first).
+    dry_run = subprocess.run(
+        [WANDB, "sync", "--dry-run", str(run_dir / WANDB_DIR_NAME)],
+        capture_output=True,
+        text=True,
+        env=offline_environment(run_dir.parent),
+        timeout=120,
+    )
+    assert "Would sync 3 run(s)" in dry_run.stderr, dry_run.stderr
 
 
 @pytest.mark.slow
@@ -380,3 +390,99 @@ def test_the_run_id_is_made_once_and_kept(tmp_path: Path):
     (tmp_path / RUN_ID_FILE_NAME).write_text("no/good\n")
     with pytest.raises(RuntimeError, match=RUN_ID_FILE_NAME):
         stable_run_id(run_dir=tmp_path)
+
+
+# ---- the README's commands -------------------------------------------------------------------
+
+README_TRAINER = (
+    "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1 --track"
+)
+README_PIPELINE = "snakemake --cores 18 --configfile config/wandb.yaml"
+README_DRY_SYNC = "wandb sync --dry-run results/runs/sac_continuous_action/Hopper-v4/1/wandb"
+README_SYNC = "wandb sync results/runs/*/*/*/wandb"
+
+
+def as_typed(
+    workdir: Path, command: str, environment: dict[str, str]
+) -> subprocess.CompletedProcess:
+    """`command` in bash, as a user types it (globs included), in `workdir`."""
+    return subprocess.run(
+        ["bash", "-c", command],
+        cwd=workdir,
+        env=environment,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=900,
+    )
+
+
+@pytest.mark.slow
+def test_readme_tracked_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
+    """The README's tracked trainer command trains 1M steps: started offline, it gets going,
+    and stops on SIGTERM with a checkpoint and a W&B session marked preempted."""
+    process = subprocess.Popen(
+        ["bash", "-c", f"exec {README_TRAINER}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=offline_environment(tmp_path),
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("global_step="):
+            break
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    assert process.returncode == 128 + signal.SIGTERM, output[-4000:]
+    run_dir = tmp_path / "runs" / "hopper-1"
+    assert (run_dir / "checkpoint" / "state.pt").is_file()
+    (session,) = offline_sessions(run_dir)
+    records = wandb_records(session, offline_environment(tmp_path))
+    assert records_of(records, "run")[0]["display_name"] == "Hopper-v4__sac_continuous_action__1"
+    assert records_of(records, "preempting") and records_of(records, "exit")
+
+
+@pytest.mark.slow
+def test_readme_offline_pipeline_then_sync(tmp_path: Path):
+    """The README's offline commands in a tiny copy of the workflow (one Hopper-v4 run that
+    reaches the update): every run tracked through the config, then found by `wandb sync`,
+    which here, with no account, stops at its request for a login."""
+    config = {
+        "env_ids": ["Hopper-v4"],
+        "seeds": [1],
+        "train": {"total_timesteps": 1300, "learning_starts": 1000, "batch_size": 64,
+                  "buffer_size": 1300},
+    }  # fmt: skip
+    workdir = workflow_copy(tmp_path, config)
+    offline = offline_environment(tmp_path / "home")
+    completed = as_typed(workdir, README_PIPELINE, offline)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    run_dir = workdir / "results" / "runs" / "sac_continuous_action" / "Hopper-v4" / "1"
+    log = workdir / "results" / "logs" / "train" / "sac_continuous_action" / "Hopper-v4" / "1.log"
+    assert "Tracking run with wandb" in log.read_text()
+    (session,) = offline_sessions(run_dir)
+    records = wandb_records(session, offline)
+    assert set(history_points(records)["losses/qf_loss"]) == {1100, 1200}
+    assert records_of(records, "run")[0]["config"]["update"]["track"] is True
+    assert (workdir / "results" / "sac.md").is_file()
+
+    # W&B's log of the run's one session, which both commands must find.
+    log_name = f"run-{(run_dir / RUN_ID_FILE_NAME).read_text().strip()}.wandb"
+    dry_run = as_typed(workdir, README_DRY_SYNC, offline)
+    assert dry_run.returncode == 0, dry_run.stderr
+    assert "Would sync 1 run(s)" in dry_run.stderr and log_name in dry_run.stderr, dry_run.stderr
+
+    later = {key: value for key, value in offline.items() if key != "WANDB_MODE"}
+    sync = as_typed(workdir, README_SYNC, later)
+    assert sync.returncode == 1 and "No API key configured" in sync.stderr, sync.stderr
+    assert "Syncing 1 run(s)" in sync.stderr and log_name in sync.stderr, sync.stderr
+
+
+def test_the_readme_commands_tested_here_are_the_readme_s():
+    from tests.test_readme import readme_commands
+
+    commands = readme_commands()
+    for command in (README_TRAINER, README_PIPELINE, README_DRY_SYNC, README_SYNC):
+        assert command in commands, command
