@@ -112,6 +112,7 @@ def start_tracking(*, args: Args, run_dir: Path, device: str) -> Tracker | None:
         return None
     import wandb  # only here: without --track nothing imports wandb
 
+    run_id = stable_run_id(run_dir=run_dir)
     config = tracked_config(args=args, device=device)
     # The event files' folder is the W&B root: the tags keep their names (no prefix).
     wandb.tensorboard.patch(root_logdir=str(run_dir), save=False)
@@ -119,7 +120,7 @@ def start_tracking(*, args: Args, run_dir: Path, device: str) -> Tracker | None:
         run = wandb.init(
             project=args.wandb_project_name,
             entity=args.wandb_entity,
-            id=stable_run_id(run_dir=run_dir),
+            id=run_id,
             resume="allow",
             name=run_name(args),
             dir=str(run_dir),
@@ -130,7 +131,8 @@ def start_tracking(*, args: Args, run_dir: Path, device: str) -> Tracker | None:
         wandb.tensorboard.unpatch()
         raise RuntimeError(
             f"--track: Weights & Biases did not start ({type(error).__name__}: {error}); log in "
-            "with `wandb login`, or set WANDB_MODE=offline to record the run locally"
+            "with `wandb login` (or set WANDB_API_KEY), or set WANDB_MODE=offline to record the "
+            "run in its run dir and upload it later with `wandb sync`"
         ) from error
     run.define_metric(STEP_METRIC)
     run.define_metric("*", step_metric=STEP_METRIC)
