@@ -186,8 +186,10 @@ def command_args(config: Mapping[str, Any], *, variant: str) -> dict[str, Any]:
         raise ValueError(f"variant {variant!r} runs sacbench's trainer, not a command")
     shared: dict[str, Any] = {}
     if spec.get("inherit_train", True):
-        shared = {
-            name: value for name, value in config["train"].items() if name in CLEANRL_SAC_ARG_NAMES
+        shared = {  # a null (e.g. wandb_entity) leaves the script's own default, as for the trainer
+            name: value
+            for name, value in config["train"].items()
+            if name in CLEANRL_SAC_ARG_NAMES and value is not None
         }
     return {**shared, **spec.get("args", {})}
 
@@ -203,13 +205,18 @@ def run_budget(config: Mapping[str, Any], *, variant: str) -> tuple[int, int]:
 
 
 def trainer_cli(args: Mapping[str, Any]) -> str:
-    """Trainer arguments as shell-quoted command-line flags (booleans as --flag / --no-flag)."""
+    """Trainer arguments as shell-quoted command-line flags (booleans as --flag / --no-flag).
+
+    None (YAML null) gives no flag: the trainer's optional arguments default to None.
+    """
     unknown = sorted(set(args) - set(ARG_NAMES))
     if unknown:
         raise ValueError(f"not trainer arguments: {', '.join(unknown)}")
     flags: list[str] = []
     for name, value in args.items():
         flag = "--" + name.replace("_", "-")
+        if value is None:
+            continue
         if isinstance(value, bool):
             flags.append(flag if value else "--no-" + name.replace("_", "-"))
         else:

@@ -550,3 +550,39 @@ def test_time_limit_rejects_a_bad_step_count_naming_it(total_timesteps: Any):
 def test_time_limit_rejects_a_bad_env_id_naming_it(env_id: Any):
     with pytest.raises(ValueError, match=f"env_id.*{re.escape(repr(env_id))}"):
         train_runtime_minutes(env_id=env_id, total_timesteps=1000)
+
+
+def test_tracking_keys_become_the_trainer_tracking_flags():
+    tyro = pytest.importorskip("tyro")
+    config = validated_config(
+        {
+            "train": {"wandb_project_name": "bench", "wandb_entity": "my-team"},
+            "variants": {"plain": {}, "tracked": {"track": True}},
+        },
+        schema=SCHEMA,
+    )
+    flags = {name: trainer_cli(trainer_args(config, variant=name)) for name in ("plain", "tracked")}
+    assert "--no-track --wandb-project-name bench --wandb-entity my-team" in flags["plain"]
+    assert "--track --wandb-project-name bench --wandb-entity my-team" in flags["tracked"]
+    parsed = tyro.cli(Args, args=flags["tracked"].split())
+    assert (parsed.track, parsed.wandb_project_name, parsed.wandb_entity) == (
+        True,
+        "bench",
+        "my-team",
+    )
+
+
+def test_by_default_runs_are_not_tracked_and_a_null_entity_gives_no_flag():
+    config = validated_config(repo_config(), schema=SCHEMA)
+    flags = trainer_cli(trainer_args(config, variant="sac_continuous_action"))
+    assert "--no-track --wandb-project-name sacbench" in flags
+    assert "--wandb-entity" not in flags
+
+
+def test_a_bad_wandb_project_name_or_entity_names_its_key():
+    with pytest.raises(ConfigError) as caught:
+        validated_config({"train": {"wandb_project_name": "team/project"}}, schema=SCHEMA)
+    assert caught.value.problems[0].startswith("train.wandb_project_name: --wandb-project-name")
+    with pytest.raises(ConfigError) as caught:
+        validated_config({"variants": {"v": {"wandb_entity": ""}}}, schema=SCHEMA)
+    assert caught.value.problems[0].startswith("variants.v.wandb_entity:")

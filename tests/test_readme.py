@@ -118,6 +118,24 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_external_command.py",
         "test_cleanrl_style_script_side_by_side_in_every_table_after_a_failed_attempt",
     ),
+    # Weights & Biases, offline (WANDB_MODE=offline, as the README's export sets it).
+    "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1 --track": (
+        "tests/test_tracking.py",
+        "test_readme_tracked_trainer_command_starts_and_stops_cleanly",
+    ),
+    "snakemake --cores 18 --configfile config/wandb.yaml": (
+        "tests/test_tracking.py",
+        "test_readme_offline_pipeline_then_sync",
+    ),
+    "wandb sync --dry-run results/runs/sac_continuous_action/Hopper-v4/1/wandb": (
+        "tests/test_tracking.py",
+        "test_readme_offline_pipeline_then_sync",
+    ),
+    # The upload needs a W&B account and network: the test runs it up to the login it asks for.
+    "wandb sync results/runs/*/*/*/wandb": (
+        "tests/test_tracking.py",
+        "test_readme_offline_pipeline_then_sync",
+    ),
 }
 
 

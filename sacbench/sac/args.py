@@ -20,6 +20,14 @@ class Args:
     """if toggled, `torch.backends.cudnn.deterministic=True`"""
     cuda: bool = True
     """if toggled, cuda is used when available and --device is auto"""
+    track: bool = False
+    """sync this run to Weights & Biases: its TensorBoard scalars, args and provenance (README,
+    "Tracking runs in Weights & Biases"); WANDB_MODE=offline keeps it in the run dir's wandb/"""
+    wandb_project_name: str = "sacbench"
+    """the W&B project of a tracked run (CleanRL's default is "cleanRL"; sacbench's runs get
+    their own project unless asked otherwise)"""
+    wandb_entity: str | None = None
+    """the W&B entity (user or team) that owns the project; None: the logged-in user's default"""
     env_id: str = "Hopper-v4"
     """the id of the environment"""
     total_timesteps: int = 1_000_000
@@ -91,6 +99,10 @@ SESSION_FIELDS: frozenset[str] = frozenset(
         # What a run leaves besides its training: videos of its evaluations, its final actor.
         "capture_video",
         "save_model",
+        # Where a run is reported, never what it computes.
+        "track",
+        "wandb_project_name",
+        "wandb_entity",
     }
 )
 
@@ -163,12 +175,32 @@ def validate_args(args: Args) -> list[str]:
             problems.append(f"--{name.replace('_', '-')} must be positive, got {value!r}")
     if args.alpha < 0:
         problems.append(f"--alpha must be non-negative, got {args.alpha!r}")
+    problems.extend(_wandb_problems(args))
     if args.cudagraphs and not args.compile:
         problems.append("--cudagraphs needs --compile")
     if args.update_path == "reference" and (args.compile or args.cudagraphs):
         problems.append("--compile/--cudagraphs apply to --update-path fast only")
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
+    return problems
+
+
+# Characters W&B refuses in a project name.
+WANDB_PROJECT_FORBIDDEN = "/\\#?%:"
+
+
+def _wandb_problems(args: Args) -> list[str]:
+    problems = []
+    name = args.wandb_project_name
+    if not name or any(character in name for character in WANDB_PROJECT_FORBIDDEN):
+        problems.append(
+            f"--wandb-project-name must be a non-empty W&B project name without any of "
+            f"{' '.join(WANDB_PROJECT_FORBIDDEN)}, got {name!r}"
+        )
+    if args.wandb_entity is not None and not args.wandb_entity.strip():
+        problems.append(
+            f"--wandb-entity must name a W&B user or team (or be None), got {args.wandb_entity!r}"
+        )
     return problems
 
 

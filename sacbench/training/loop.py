@@ -36,6 +36,7 @@ from sacbench.training.session import (
     resume_state,
 )
 from sacbench.training.signals import StopRequested
+from sacbench.training.tracking import finish_tracking, start_tracking
 from sacbench.training.video import (
     check_rendering,
     training_video_path,
@@ -65,6 +66,8 @@ def train(args: Args) -> int:
         check_rendering(args.env_id)  # a machine that cannot film fails before training
     device = resolve_device(args)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
+    # Before the event log's SummaryWriter exists, which W&B must see created (--track only).
+    tracker = start_tracking(args=args, run_dir=run_dir.path, device=str(device))
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed, torch_deterministic=args.torch_deterministic)
@@ -83,8 +86,10 @@ def train(args: Args) -> int:
     except BaseException as error:
         progress.write_failed(elapsed_seconds=time.time() - state.start_time)
         run_dir.end_session(exit_status=f"error: {type(error).__name__}: {error}", end_step=None)
+        finish_tracking(tracker, exit_code=1, stopped=False)
         raise
     _record_end(session, exit_code, exit_status, end_step, elapsed_total)
+    finish_tracking(tracker, exit_code=exit_code, stopped=exit_code != 0)
     return exit_code
 
 
