@@ -8,14 +8,11 @@ The layers, bottom up (issue 11):
   training meet only on disk);
 - pipeline: what the Snakemake workflow calls (config, resources, status); imports training, sac
   and leaves;
-- entry shims (`python -m sacbench.train|report|status|run_command`): import only a layer's `main`.
+- entry shims (`python -m sacbench.train|report|status|evaluate|run_command`): import only a
+  layer's `main`.
 
 The import graph is read from the source with ast, lazy and TYPE_CHECKING imports included.
-
-TRANSITIONAL mode: the package is still flat while the redesign lands, so TRANSITIONAL places
-each of today's flat modules in the layer it is moving to, and KNOWN_VIOLATIONS lists what is
-still wrong. The tests fail on any violation not listed, and on any listed one that is gone, so
-both may only shrink; once the layout is done, both are empty.
+Every check is strict: no exceptions are listed.
 """
 
 from __future__ import annotations
@@ -53,20 +50,9 @@ ALLOWED: dict[str, set[str]] = {  # layer -> the layers its modules may import
     "entry": {"training", "results", "pipeline"},
 }
 
-# Today's flat modules -> the layer each is moving to. Delete an entry when its module moves into
-# its package (or, for train, report and status, becomes an entry shim).
-TRANSITIONAL: dict[str, str] = {
-    "sacbench.config": "pipeline",
-    "sacbench.local_resources": "pipeline",
-    "sacbench.status": "pipeline",  # the status CLI; then the shim
-}
-
 MAX_FUNCTION_LINES = 60
 # A longer function carries this on its `def` line, with the reason.
 LONG_MARK = re.compile(r"#\s*long:\s*\S")
-
-# What is still wrong, each as the tests below name it. Delete an entry once it is fixed.
-KNOWN_VIOLATIONS: set[str] = set()
 
 
 # ---- reading the package ---------------------------------------------------------------------
@@ -114,8 +100,6 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def layer(name: str) -> str | None:
-    if name in TRANSITIONAL:
-        return TRANSITIONAL[name]
     if name in LEAVES:
         return "leaf"
     if name in ENTRY_SHIMS:
@@ -203,9 +187,8 @@ def _functions(node: ast.AST, prefix: str = "") -> list[tuple[str, ast.FunctionD
     return found
 
 
-def _unknown(found: set[str]) -> str:
-    new = sorted(found - KNOWN_VIOLATIONS)
-    return "\n".join(new)
+def _listed(found: set[str]) -> str:
+    return "\n".join(sorted(found))
 
 
 # ---- the tests ---------------------------------------------------------------------------------
@@ -219,28 +202,20 @@ def test_every_module_has_a_layer():
     )
 
 
-def test_transitional_entries_are_flat_modules_that_still_exist():
-    modules = package_modules()
-    stale = sorted(name for name in TRANSITIONAL if name not in modules)
-    assert not stale, f"moved or gone, so delete from TRANSITIONAL: {', '.join(stale)}"
-    assert all(name.count(".") == 1 for name in TRANSITIONAL)
-    assert set(TRANSITIONAL.values()) <= set(ALLOWED) - {"entry"}
-
-
 def test_imports_go_only_downwards():
-    new = _unknown(layer_violations(import_graph()))
+    new = _listed(layer_violations(import_graph()))
     assert not new, f"imports against the layering (see this module's docstring):\n{new}"
 
 
 def test_no_import_cycles():
-    new = _unknown(import_cycles(import_graph()))
+    new = _listed(import_cycles(import_graph()))
     assert not new, f"modules that import each other, directly or not:\n{new}"
 
 
 def test_entry_shims_import_only_a_main():
     # `python -m sacbench.train` etc. stay the commands; each module only hands over to a layer.
     modules = package_modules()
-    for name in sorted(ENTRY_SHIMS - set(TRANSITIONAL)):  # the shims already made
+    for name in sorted(ENTRY_SHIMS):
         imports = [
             (node.module, [alias.name for alias in node.names])
             if isinstance(node, ast.ImportFrom)
@@ -253,18 +228,11 @@ def test_entry_shims_import_only_a_main():
 
 
 def test_no_function_over_60_lines_without_a_reason():
-    new = _unknown(long_functions())
+    new = _listed(long_functions())
     assert not new, (
         f"functions over {MAX_FUNCTION_LINES} lines; split them, or say why on the def line "
         f"(`def f(...):  # long: <reason>`):\n{new}"
     )
-
-
-def test_known_violations_still_exist():
-    edges = import_graph()
-    present = layer_violations(edges) | import_cycles(edges) | long_functions()
-    fixed = sorted(KNOWN_VIOLATIONS - present)
-    assert not fixed, "fixed, so delete from KNOWN_VIOLATIONS:\n" + "\n".join(fixed)
 
 
 def test_the_graph_sees_lazy_typing_and_relative_imports(tmp_path):

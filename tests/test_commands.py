@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from sacbench import config as sacbench_config
-from sacbench.local_resources import HEADROOM_FRACTION
+from sacbench.pipeline import config as sacbench_config
+from sacbench.pipeline.local_resources import HEADROOM_FRACTION
 from tests.workflow_copies import run_verbatim, workflow_copy
 
 TINY_TRAIN = {

@@ -12,7 +12,7 @@ import gymnasium
 import pytest
 import yaml
 
-from sacbench.config import (
+from sacbench.pipeline.config import (
     COMMAND_PIPELINE_ARGS,
     CONFIGURABLE_ARGS,
     EVAL_STEPS_PER_SECOND,

@@ -23,6 +23,7 @@ import yaml
 
 from sacbench.events import read_event_file, read_run_scalars
 from sacbench.pipeline.external import CommandRun, CommandRunError, script_flags
+from sacbench.pipeline.status import classify
 from sacbench.results.cli import main as report_main
 from sacbench.results.metrics import (
     elapsed_points,
@@ -31,7 +32,6 @@ from sacbench.results.metrics import (
     times_from_wall_clock,
 )
 from sacbench.results.runs import MetricError, Run, RunKey
-from sacbench.status import classify
 from sacbench.tags import LOSS_TAGS, RETURN_TAG, SPS_TAG
 from tests.cleanrl_style import EPISODE_STEPS, write_script
 from tests.workflow_copies import run_verbatim, workflow_copy

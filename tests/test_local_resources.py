@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sacbench.local_resources import (
+from sacbench.pipeline.local_resources import (
     HEADROOM_FRACTION,
     MemoryBudgetError,
     available_memory_mb,

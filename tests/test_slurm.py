@@ -26,7 +26,8 @@ import psutil
 import pytest
 import yaml
 
-from sacbench.config import (
+from sacbench.events import read_run_scalars
+from sacbench.pipeline.config import (
     evaluation_seconds,
     load_schema,
     replay_buffer_bytes,
@@ -35,7 +36,6 @@ from sacbench.config import (
     train_runtime_minutes,
     validated_config,
 )
-from sacbench.events import read_run_scalars
 from sacbench.tags import CLOCK_TAGS, EVAL_EPISODE_TAGS
 from tests.slurm_cluster import (
     REPO,

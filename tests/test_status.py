@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from sacbench.events import read_run_scalars
-from sacbench.status import HEADERS, RunKey, classify, read_run_status
+from sacbench.pipeline.status import HEADERS, RunKey, classify, read_run_status
 from sacbench.training.checkpoint import load_state
 from sacbench.training.progress import RETURN_WINDOW, RunProgress
 from tests.trainer_runs import run_trainer, start_trainer, train_command, write_format_1_state

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sacbench.config import ConfigError, load_schema, validated_config
+from sacbench.pipeline.config import ConfigError, load_schema, validated_config
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

@@ -1,13 +1,13 @@
 # Helpers for the rules: config validation, the run matrix, input functions, resources.
-# The logic lives in sacbench/config.py (unit-tested); this file only adapts it to Snakemake.
+# The logic lives in sacbench/pipeline/config.py (unit-tested); this file only adapts it to Snakemake.
 import json
 import os
 import re
 import shlex
 from pathlib import Path
 
-from sacbench import config as sacbench_config
-from sacbench import local_resources
+from sacbench.pipeline import config as sacbench_config
+from sacbench.pipeline import local_resources
 
 config.update(
     sacbench_config.validated_config(
