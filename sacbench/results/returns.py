@@ -158,18 +158,28 @@ def _variant_columns(
     """The variant's three markdown cells (return, CI, n) and its mean, std and CI bounds."""
     if not cell.values:
         return [" ".join(["n/a", *marks]), "n/a", "0"], math.nan, math.nan, math.nan, math.nan
-    low, high = stats.bootstrap_mean_ci(
-        cell.values,
-        resamples=options.bootstrap_resamples,
-        rng=stats.seeded_rng(seed=options.bootstrap_seed, label=f"returns/{env_id}/{variant}"),
+    texts, (mean, std, low, high) = _mean_and_ci(
+        cell.values, marks, options, label=f"returns/{env_id}/{variant}"
     )
-    mean, std = stats.mean_std(cell.values)
+    return [*texts, str(len(cell.values))], mean, std, low, high
+
+
+def _mean_and_ci(
+    values: list[float], marks: list[str], options: ReturnsOptions, *, label: str
+) -> tuple[list[str], tuple[float, float, float, float]]:
+    """The "mean ± std [marks]" and "[low, high]" cells over seeds, and (mean, std, low, high);
+    `label` seeds the bootstrap apart from every other cell's."""
+    low, high = stats.bootstrap_mean_ci(
+        values,
+        resamples=options.bootstrap_resamples,
+        rng=stats.seeded_rng(seed=options.bootstrap_seed, label=label),
+    )
+    mean, std = stats.mean_std(values)
     texts = [
         " ".join([f"{fixed(mean, 2)} ± {fixed(std, 2)}", *marks]),
         f"[{fixed(low, 2)}, {fixed(high, 2)}]",
-        str(len(cell.values)),
     ]
-    return texts, mean, std, low, high
+    return texts, (mean, std, low, high)
 
 
 def _evaluation_marks(cell: EvaluationCell, variant: str, env_id: str, seeds: int, notes: Notes):
@@ -200,16 +210,9 @@ def _evaluation_columns(
         empty = "–" if cell.without else "n/a"
         texts = [" ".join([empty, *marks]), empty]
         return texts, {"eval_n_seeds": 0, "eval_episodes_min": math.nan}
-    low, high = stats.bootstrap_mean_ci(
-        cell.values,
-        resamples=options.bootstrap_resamples,
-        rng=stats.seeded_rng(seed=options.bootstrap_seed, label=f"eval/{env_id}/{variant}"),
+    texts, (mean, std, low, high) = _mean_and_ci(
+        cell.values, marks, options, label=f"eval/{env_id}/{variant}"
     )
-    mean, std = stats.mean_std(cell.values)
-    texts = [
-        " ".join([f"{fixed(mean, 2)} ± {fixed(std, 2)}", *marks]),
-        f"[{fixed(low, 2)}, {fixed(high, 2)}]",
-    ]
     fields = {
         "eval_n_seeds": len(cell.values),
         "eval_return_mean": mean,
