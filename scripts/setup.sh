@@ -30,4 +30,27 @@ fi
 .venv/bin/python -m pip install --quiet pip==26.3
 .venv/bin/python -m pip install --quiet -r requirements.lock
 .venv/bin/python -m pip install --quiet --no-deps -e .
+
+# Videos (--capture-video, and the smoke preset's one video) render MuJoCo headless through EGL
+# with Mesa's software renderer: Debian packages, which pip cannot install. Installed here only
+# when rendering fails and apt-get can run as root; otherwise the message says what to install.
+RENDER_PACKAGES="libegl1 libegl-mesa0 libgl1-mesa-dri libopengl0"
+can_render() {
+  .venv/bin/python -c 'from sacbench.training.video import use_headless_rendering, check_rendering
+use_headless_rendering(); check_rendering("InvertedPendulum-v4")' >/dev/null 2>&1
+}
+if ! can_render; then
+  if command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
+    echo "installing Mesa's EGL renderer for headless MuJoCo videos: $RENDER_PACKAGES"
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      $RENDER_PACKAGES >/dev/null
+  fi
+  if ! can_render; then
+    echo "warning: MuJoCo cannot render here, so videos (--capture-video, the smoke preset's" \
+      "InvertedPendulum-v4 video) will fail; on Debian/Ubuntu: sudo apt-get install" \
+      "$RENDER_PACKAGES" >&2
+  fi
+fi
 echo "ready: . .venv/bin/activate"
