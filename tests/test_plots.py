@@ -337,8 +337,8 @@ def test_smoothing_is_stated_on_the_figure(runset: RunSet) -> None:
 def test_time_axis_is_minutes_of_the_training_job(runset: RunSet) -> None:
     figure = plots.returns_vs_time(runset, smoothing_episodes=1)
     try:
-        (line,) = _lines(figure.axes[0], "time:")["reference"]
-        runs = [golden_run("reference", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
+        (line,) = _lines(figure.axes[0], "time:")["baseline"]
+        runs = [golden_run("baseline", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
         last_episode = runs[0].episode_end_steps()[-1]
         latest_common = min(run.elapsed_seconds(last_episode) for run in runs) / 60.0
         assert line.get_xdata()[-1] == pytest.approx(latest_common, rel=1e-3)
@@ -364,9 +364,9 @@ def test_missing_runs_are_named_on_the_figure(tmp_path: Path) -> None:
 def test_evaluation_curves_are_the_seed_mean_of_each_evaluations_mean(runset: RunSet) -> None:
     figure = plots.evaluation_returns(runset)
     try:
-        (line,) = _lines(figure.axes[0], "eval:")["reference"]
+        (line,) = _lines(figure.axes[0], "eval:")["baseline"]
         x, y = line.get_data()
-        runs = [golden_run("reference", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
+        runs = [golden_run("baseline", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
         # Evaluations at 500, 1000, 1500 and 2000 steps; 10 episodes around the run's mean.
         assert (x[0], x[-1]) == (500, 2000)
         for step, value in ((x[0], y[0]), (x[-1], y[-1])):

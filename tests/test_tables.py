@@ -109,7 +109,7 @@ def test_a_return_cell_recomputed_from_raw_events(runset: RunSet, golden_root: P
     per_seed = []
     for seed in GOLDEN_SEEDS:
         returns = _raw_scalars(
-            golden_root / "runs" / "reference" / "HalfCheetah-v4" / str(seed),
+            golden_root / "runs" / "baseline" / "HalfCheetah-v4" / str(seed),
             "charts/episodic_return",
         )
         per_seed.append(np.mean(returns[-100:]))
@@ -180,7 +180,7 @@ def test_steady_sps_excludes_warm_up_and_weighs_windows_by_steps(tmp_path: Path)
 
 
 def test_openrlbenchmark_minutes_average_the_last_tenth_of_seed_means(runset: RunSet) -> None:
-    runs = [golden_run("reference", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
+    runs = [golden_run("baseline", "Hopper-v4", seed) for seed in GOLDEN_SEEDS]
     steps = [*runs[0].log_steps(), runs[0].total_timesteps - 1]
     by_step = [
         np.mean([float(np.float32(run.elapsed_seconds(step))) for run in runs]) for step in steps
@@ -188,7 +188,7 @@ def test_openrlbenchmark_minutes_average_the_last_tenth_of_seed_means(runset: Ru
     tail = max(1, len(by_step) // 10)
     expected = np.mean(by_step[-tail:]) / 60.0
     csv = runtimes_table(runset, allow_missing=False).csv
-    line = next(line for line in csv.splitlines() if line.startswith("Hopper-v4,reference,"))
+    line = next(line for line in csv.splitlines() if line.startswith("Hopper-v4,baseline,"))
     header = csv.splitlines()[0].split(",")
     assert float(line.split(",")[header.index("openrlbenchmark_minutes")]) == pytest.approx(
         expected, rel=1e-12
@@ -285,17 +285,17 @@ def test_durations_under_a_minute_show_seconds(
 
 @pytest.fixture()
 def damaged_root(golden_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The golden set with fast/Hopper-v4 seed 3 and all of reference/Hopper-v4 missing, and
-    reference/HalfCheetah-v4 seed 1 replaced by a run that logged neither charts/SPS nor any
+    """The golden set with fast/Hopper-v4 seed 3 and all of baseline/Hopper-v4 missing, and
+    baseline/HalfCheetah-v4 seed 1 replaced by a run that logged neither charts/SPS nor any
     episode. Returned as a relative path (the cwd is tmp_path), as the pipeline passes it, so
     the messages in the golden files do not depend on where the test runs."""
     monkeypatch.chdir(tmp_path)
     extracted = Path("extracted")
     shutil.copytree(golden_root / "extracted", extracted)
     (extracted / "fast" / "Hopper-v4" / "3.csv").unlink()
-    shutil.rmtree(extracted / "reference" / "Hopper-v4")
+    shutil.rmtree(extracted / "baseline" / "Hopper-v4")
     broken = SyntheticRun(env_id="HalfCheetah-v4", seed=1, write_sps=False, write_episodes=False)
-    write_extracted(extracted, Path("runs"), broken, variant="reference")
+    write_extracted(extracted, Path("runs"), broken, variant="baseline")
     return extracted
 
 
@@ -305,9 +305,9 @@ def test_missing_seed_is_an_error_naming_the_file(damaged_root: Path) -> None:
 
 
 def test_run_without_sps_or_episodes_is_an_error_naming_the_run(damaged_root: Path) -> None:
-    selection = Selection(variants=("reference",), env_ids=("HalfCheetah-v4",), seeds=GOLDEN_SEEDS)
+    selection = Selection(variants=("baseline",), env_ids=("HalfCheetah-v4",), seeds=GOLDEN_SEEDS)
     runset = load_runs(extracted_dir=damaged_root, selection=selection, allow_missing=False)
-    with pytest.raises(ResultsInputError, match=r"reference/HalfCheetah-v4/seed 1: no charts/SPS"):
+    with pytest.raises(ResultsInputError, match=r"baseline/HalfCheetah-v4/seed 1: no charts/SPS"):
         runtimes_table(runset, allow_missing=False)
     with pytest.raises(ResultsInputError, match=r"seed 1: no finished episode"):
         returns_table(
@@ -338,10 +338,10 @@ def test_allow_missing_renders_n_a_cells_with_footnotes(damaged_root: Path) -> N
     assert row[1].startswith("179.0 ± 0.0 [")  # two seeds, with footnote marks
     assert row[2].startswith("n/a [")  # no seed at all
     hopper = _row(returns.markdown, "## Training return", "Hopper-v4")
-    assert hopper[6].startswith("n/a [") and hopper[9].startswith("n/a [")  # reference: none
+    assert hopper[6].startswith("n/a [") and hopper[9].startswith("n/a [")  # baseline: none
     cheetah = _row(returns.markdown, "## Training return", "HalfCheetah-v4")
     assert cheetah[9].startswith("485.00 ± 5.00 [")  # seeds 2 and 3 only
-    assert "reference/HalfCheetah-v4: no final evaluation in seed 1" in returns.markdown
+    assert "baseline/HalfCheetah-v4: no final evaluation in seed 1" in returns.markdown
 
 
 def _evaluation_runset(root: Path, runs: dict[str, list[SyntheticRun]]) -> RunSet:
@@ -402,7 +402,7 @@ def test_mislabelled_summary_is_rejected(golden_root: Path, tmp_path: Path) -> N
 def test_unreadable_csv_is_an_error_naming_it(golden_root: Path, tmp_path: Path) -> None:
     extracted = tmp_path / "extracted"
     shutil.copytree(golden_root / "extracted", extracted)
-    bad = extracted / "reference" / "Hopper-v4" / "2.csv"
+    bad = extracted / "baseline" / "Hopper-v4" / "2.csv"
     bad.write_text("step,value\n1,2\n")
     with pytest.raises(ResultsInputError, match=rf"{bad}: columns are"):
         load_runs(extracted_dir=extracted, selection=SELECTION, allow_missing=False)
