@@ -26,6 +26,7 @@ from synthetic_runs import (
 from tensorboard.backend.event_processing import event_accumulator
 
 from sacbench import published
+from sacbench.results import definitions
 from sacbench.results.aggregate import aggregate_table
 from sacbench.results.metrics import (
     projected_minutes,
@@ -39,6 +40,7 @@ from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection, loa
 from sacbench.results.runtimes import runtimes_table
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
+DOCS_RESULTS = Path(__file__).resolve().parents[1] / "docs" / "results.md"
 SELECTION = Selection(variants=GOLDEN_VARIANTS, env_ids=GOLDEN_ENV_IDS, seeds=GOLDEN_SEEDS)
 
 
@@ -84,6 +86,74 @@ def test_aggregate_golden(runset: RunSet) -> None:
     )
     assert_golden("sac_aggregate.md", table.markdown)
     assert_golden("sac_aggregate.csv", table.csv)
+
+
+# ---- the definitions in docs/results.md ------------------------------------------------
+
+
+def test_docs_results_definitions_are_current() -> None:
+    block = definitions.docs_block(DOCS_RESULTS.read_text(encoding="utf-8"), path=DOCS_RESULTS)
+    assert block == definitions.definitions_markdown(), (
+        f"the generated definitions in {DOCS_RESULTS} differ from what "
+        f"sacbench/results/definitions.py renders; regenerate them with "
+        f"`{definitions.DOCS_COMMAND}`"
+    )
+
+
+def _printed_definitions(markdown: str) -> list[str]:
+    block = markdown.split("**Definitions and units**\n\n", 1)[1].split("\n\n", 1)[0]
+    return block.splitlines()
+
+
+def test_the_generated_definitions_are_what_the_tables_print(runset: RunSet) -> None:
+    """The docs block holds each table's list as the table prints it with the report's default
+    flags; only the aggregate's anchors depend on the tasks (the block's are pr-424's six)."""
+    flags = {
+        "last_episodes": definitions.DEFAULT_LAST_EPISODES,
+        "bootstrap_resamples": definitions.DEFAULT_BOOTSTRAP_RESAMPLES,
+        "bootstrap_seed": definitions.DEFAULT_BOOTSTRAP_SEED,
+        "allow_missing": False,
+    }
+    block = definitions.definitions_markdown().splitlines()
+    runtimes = _printed_definitions(runtimes_table(runset, allow_missing=False).markdown)
+    returns = _printed_definitions(returns_table(runset, **flags).markdown)
+    aggregate = _printed_definitions(aggregate_table(runset, **flags).markdown)
+    assert len(runtimes) > 5 and len(returns) > 3 and len(aggregate) == 3
+    for line in runtimes + returns + aggregate[1:]:
+        assert line in block
+    normalised = aggregate[0].split(" Anchors (random / ")[0]
+    assert [line for line in block if line.startswith(normalised)]
+
+
+def test_definitions_write_replaces_only_the_block(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "results.md"
+    before, after = "# Title\n\nProse before.\n\n", "\nProse after.\n"
+    path.write_text(f"{before}{definitions.DOCS_BEGIN}\nstale\n{definitions.DOCS_END}{after}")
+    assert definitions.main(["--write", str(path)]) == 0
+    written = path.read_text()
+    assert written == (
+        f"{before}{definitions.DOCS_BEGIN}{definitions.definitions_markdown()}"
+        f"{definitions.DOCS_END}{after}"
+    )
+    assert definitions.main([]) == 0
+    assert capsys.readouterr().out == definitions.definitions_markdown()
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["no markers\n", f"{definitions.DOCS_END}\n{definitions.DOCS_BEGIN}\n"],
+    ids=["missing", "reversed"],
+)
+def test_definitions_write_without_a_block_is_an_error_naming_the_file(
+    tmp_path: Path, capsys, text: str
+) -> None:
+    path = tmp_path / "results.md"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        definitions.main(["--write", str(path)])
+    assert exit_info.value.code == 1
+    assert str(path) in capsys.readouterr().err
+    assert path.read_text() == text
 
 
 def _raw_scalars(run_dir: Path, tag: str) -> list[float]:

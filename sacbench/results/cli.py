@@ -26,7 +26,7 @@ from pathlib import Path
 
 from sacbench.atomic import write_atomically
 from sacbench.events import READERS, EventLogError
-from sacbench.results import stats
+from sacbench.results import definitions, stats
 from sacbench.results.aggregate import aggregate_table
 from sacbench.results.extract import extract_run
 from sacbench.results.render import TableText
@@ -184,12 +184,14 @@ def _selection_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _bootstrap_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap-resamples", type=int, default=stats.MIN_RESAMPLES)
-    parser.add_argument("--bootstrap-seed", type=int, default=0)
+    parser.add_argument(
+        "--bootstrap-resamples", type=int, default=definitions.DEFAULT_BOOTSTRAP_RESAMPLES
+    )
+    parser.add_argument("--bootstrap-seed", type=int, default=definitions.DEFAULT_BOOTSTRAP_SEED)
     parser.add_argument(
         "--last-episodes",
         type=int,
-        default=100,
+        default=definitions.DEFAULT_LAST_EPISODES,
         help="episodes per run averaged into its return (fewer if the run has fewer)",
     )
 

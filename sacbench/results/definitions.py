@@ -1,11 +1,31 @@
-"""The definitions-and-units texts of the tables, kept in one place."""
+"""The definitions-and-units texts of the tables, kept in one place.
+
+docs/results.md carries them too, as a block generated from this module with the report's
+defaults; `python -m sacbench.results.definitions` prints that block and `--write
+docs/results.md` replaces it in place (tests/test_tables.py fails while the two differ).
+"""
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 from sacbench import published
+from sacbench.atomic import write_atomically
+from sacbench.results import stats
 from sacbench.tags import ELAPSED_TAG, EVAL_RETURN_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
+
+# The defaults of `python -m sacbench.report`'s statistics flags (cli.py reads them here), and so
+# the values docs/results.md's generated definitions are rendered with.
+DEFAULT_LAST_EPISODES = 100
+DEFAULT_BOOTSTRAP_RESAMPLES = stats.MIN_RESAMPLES
+DEFAULT_BOOTSTRAP_SEED = 0
+
+# The markers around the generated block in docs/results.md.
+DOCS_BEGIN = "<!-- BEGIN definitions (python -m sacbench.results.definitions) -->"
+DOCS_END = "<!-- END definitions -->"
+DOCS_COMMAND = "python -m sacbench.results.definitions --write docs/results.md"
 
 # The published columns' cell for a task CleanRL's pr-424 benchmark did not run (an en dash).
 UNPUBLISHED_CELL = "\u2013"
@@ -153,3 +173,82 @@ def aggregate_definitions(
         "higher than a run of Y (all seed pairs, ties count 1/2), averaged over tasks; the CI "
         "resamples X's and Y's runs independently within each task. 0.5 = no difference.",
     ]
+
+
+# ---- the generated block of docs/results.md --------------------------------------------------
+
+
+def definitions_markdown() -> str:
+    """Every table's definitions as the report prints them with its default flags, one section
+    per table; the aggregate's anchors are those of the default tasks (pr-424's six)."""
+    sections = {
+        "Runtimes: `sac_runtimes.md`": runtime_definitions(),
+        "Returns: `sac.md`": returns_definitions(
+            DEFAULT_LAST_EPISODES, DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_BOOTSTRAP_SEED
+        ),
+        "Aggregate statistics: `sac_aggregate.md`": aggregate_definitions(
+            tuple(published.PR424),
+            DEFAULT_LAST_EPISODES,
+            DEFAULT_BOOTSTRAP_RESAMPLES,
+            DEFAULT_BOOTSTRAP_SEED,
+        ),
+    }
+    lines: list[str] = []
+    for title, definitions in sections.items():
+        lines += ["", f"### {title}", "", *(f"- {text}" for text in definitions)]
+    return "\n".join(lines) + "\n"
+
+
+def _block_bounds(text: str, *, path: Path) -> tuple[int, int]:
+    """Where the generated block's content starts and ends in ``text`` (read from ``path``)."""
+    if text.count(DOCS_BEGIN) != 1 or text.count(DOCS_END) != 1:
+        raise ValueError(
+            f"{path}: needs exactly one {DOCS_BEGIN!r} line and one {DOCS_END!r} line around "
+            "the generated definitions"
+        )
+    start = text.index(DOCS_BEGIN) + len(DOCS_BEGIN)
+    end = text.index(DOCS_END)
+    if end < start:
+        raise ValueError(f"{path}: {DOCS_END!r} comes before {DOCS_BEGIN!r}")
+    return start, end
+
+
+def docs_block(text: str, *, path: Path) -> str:
+    """The content of the generated block in ``text``, the markdown file at ``path``."""
+    start, end = _block_bounds(text, path=path)
+    return text[start:end]
+
+
+def with_current_block(text: str, *, path: Path) -> str:
+    """``text`` with its generated block replaced by definitions_markdown(), all else kept."""
+    start, end = _block_bounds(text, path=path)
+    return text[:start] + definitions_markdown() + text[end:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m sacbench.results.definitions",
+        description="Print the tables' definitions as markdown (the report's defaults), or "
+        f"replace the block between {DOCS_BEGIN} and {DOCS_END} in a file.",
+    )
+    parser.add_argument(
+        "--write",
+        type=Path,
+        metavar="MARKDOWN",
+        help="replace the generated block in this file (docs/results.md) instead of printing",
+    )
+    options = parser.parse_args(argv)
+    if options.write is None:
+        print(definitions_markdown(), end="")
+        return 0
+    path = options.write
+    try:
+        updated = with_current_block(path.read_text(encoding="utf-8"), path=path)
+    except (OSError, ValueError) as error:
+        parser.exit(1, f"error: {error}\n")
+    write_atomically(path, updated.encode("utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
