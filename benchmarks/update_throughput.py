@@ -321,11 +321,15 @@ def tree_label(tree: Path) -> str:
 
 def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[object]], str]:
     """Alternating rounds of this checkout's fast path and --against's, each in its worker;
-    the rows and a line saying which files ran and how far the final parameters differ."""
+    the rows and a line saying which files ran, how far the parameters differ after the warmup
+    updates (float rounding compounds over hundreds of updates, so later they drift apart as the
+    paths do; tests/test_sac.py checks short runs against the reference path) and how the
+    per-round ratios spread."""
     workers = [Worker(THIS_TREE, env_id, options), Worker(options.against, env_id, options)]
     try:
         for side in workers:
             side.ask(str(options.warmup)) if options.warmup else None
+        difference = parameter_difference(workers)
         wall: list[list[float]] = [[], []]
         cpu: list[list[float]] = [[], []]
         for round_index in range(options.rounds):
@@ -333,7 +337,6 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
                 answer = workers[index].ask(str(options.updates))
                 wall[index].append(options.updates / answer["wall"])
                 cpu[index].append(options.updates / answer["cpu"])
-        difference = final_parameter_difference(workers)
     finally:
         for side in workers:
             side.close()
@@ -345,11 +348,16 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
         for index, side in enumerate(workers)
     ]  # fmt: skip
     files = " vs ".join(side.ready["sacbench"] for side in workers)
-    return rows, f"{env_id}: {files}; final parameters differ by at most {difference:.2e}"
+    quartiles = statistics.quantiles((a / b for a, b in zip(cpu[0], cpu[1], strict=True)), n=4)
+    return rows, (
+        f"{env_id}: {files}; parameters after {options.warmup} warmup updates differ by at most "
+        f"{difference:.2e}; per-round CPU-time ratios, quartiles: "
+        + " / ".join(f"{q:.3f}" for q in quartiles)
+    )
 
 
-def final_parameter_difference(workers: list[Worker]) -> float:
-    """The largest absolute difference between the two workers' parameters after their runs."""
+def parameter_difference(workers: list[Worker]) -> float:
+    """The largest absolute difference between the two workers' parameters now."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:

@@ -83,7 +83,7 @@ def test_update_throughput_against_another_tree_times_both_in_workers(capsys):
     assert len(rows) == 2 and all("(fast)" in row for row in rows)
     assert float(rows[1].strip("|").split("|")[5]) == 1.0  # the baseline against itself
     assert f"{tree}/sacbench/__init__.py vs {tree}/sacbench/__init__.py" in out
-    assert "final parameters differ by at most 0.00e+00" in out
+    assert "after 1 warmup updates differ by at most 0.00e+00" in out
 
 
 def test_update_throughput_against_a_directory_without_sacbench_is_refused(tmp_path, capsys):
