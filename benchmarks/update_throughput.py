@@ -13,6 +13,14 @@ the per-round ratio path / reference.
     python benchmarks/update_throughput.py                      # HalfCheetah-v4 and Humanoid-v4
     python benchmarks/update_throughput.py --compile            # add a torch.compile column
     python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
+    python benchmarks/update_throughput.py --against /path/to/other/checkout  # A/B of two trees
+
+`--against TREE` compares two implementations of the fast path instead: this checkout's and the
+one in TREE (another git worktree, e.g. of main). Each runs in its own worker process whose
+PYTHONPATH puts its tree first; the parent tells them in turn to time one round, so only one
+computes at a time and both meet the same machine speed. The ratio is again the median of the
+per-round ratios, this checkout / TREE. Both start from the same networks and see the same
+batches and random draws, so their parameters must agree to float rounding at the end (printed).
 
 Wall time is what a run experiences; CPU time (the thread's own) is less disturbed by other
 processes on a shared machine, so both are printed.
@@ -23,10 +31,13 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -41,6 +52,7 @@ from sacbench.training.envs import make_env
 from sacbench.training.replay import ReplayBuffer
 
 LEARNING_STARTS = 5_000
+THIS_TREE = Path(__file__).resolve().parents[1]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,7 +66,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--compile", action="store_true", help="also time fast-autograd compiled")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="TREE",
+        help="compare this checkout's fast path with the one in TREE (a source tree of sacbench)",
+    )
+    parser.add_argument(
+        "--worker", metavar="ENV", help=argparse.SUPPRESS
+    )  # internal: see --against
     args = parser.parse_args(argv)
+    if args.against is not None and not (args.against / "sacbench" / "__init__.py").is_file():
+        parser.error(f"--against {args.against}: no sacbench package there (sacbench/__init__.py)")
+    if args.against is not None and args.compile:
+        parser.error("--against compares the eager fast paths: drop --compile")
     for name in ("batch_size", "policy_frequency", "rounds", "updates", "threads"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -197,29 +222,179 @@ def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]
     return rows
 
 
+def fast_learner_for(env_id: str, options: argparse.Namespace) -> tuple[FastLearner, list[Batch]]:
+    """The hand-written fast learner of `make_learners` (same seed, same initial networks) and
+    the batches `benchmark_env` uses, for one --against worker."""
+    batches, low, high = random_batches(
+        env_id=env_id, count=64, batch_size=options.batch_size, seed=options.seed
+    )
+    args = Args(
+        env_id=env_id,
+        seed=options.seed,
+        batch_size=options.batch_size,
+        policy_frequency=options.policy_frequency,
+    )
+    torch.manual_seed(args.seed)
+    cpu = torch.device("cpu")
+    reference = ReferenceLearner(
+        obs_dim=batches[0].observations.shape[1], action_low=low, action_high=high, args=args,
+        device=cpu,
+    )  # fmt: skip
+    return FastLearner.from_reference(reference, device=cpu, gradients="handwritten"), batches
+
+
+def worker(options: argparse.Namespace) -> int:
+    """An --against worker: answers each stdin line "<count>" with the timings of `count`
+    updates, and "save <path>" by saving the networks' parameters there."""
+    import sacbench  # whichever tree PYTHONPATH put first
+
+    torch.set_num_threads(options.threads)
+    learner, batches = fast_learner_for(options.worker, options)
+    shape = [batches[0].observations.shape[1], batches[0].actions.shape[1]]
+    print(json.dumps({"sacbench": sacbench.__file__, "shape": shape}), flush=True)
+    next_step = LEARNING_STARTS + 1
+    for line in sys.stdin:
+        command, _, argument = line.strip().partition(" ")
+        if command == "save":
+            networks = {"actor": learner.actor, "critic": learner.critic}
+            torch.save({k: net.state_dict() for k, net in networks.items()}, argument)
+            print(json.dumps({"saved": argument}), flush=True)
+            continue
+        count = int(command)
+        torch.manual_seed(options.seed + next_step)  # the same draws in both trees
+        wall, cpu = timed_updates(
+            learner, batches, first_step=next_step, count=count,
+            policy_frequency=options.policy_frequency,
+        )  # fmt: skip
+        next_step += count
+        print(json.dumps({"wall": wall, "cpu": cpu}), flush=True)
+    return 0
+
+
+class Worker:
+    """A worker process running this script with `tree` first on PYTHONPATH."""
+
+    def __init__(self, tree: Path, env_id: str, options: argparse.Namespace) -> None:
+        flags = ["--batch-size", options.batch_size, "--policy-frequency", options.policy_frequency,
+                 "--threads", options.threads, "--seed", options.seed]  # fmt: skip
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--worker", env_id, *map(str, flags)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(tree.resolve())},
+        )
+        self.ready = self._answer()
+        self.label = tree_label(tree)
+
+    def ask(self, line: str) -> dict:
+        assert self.process.stdin is not None
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> dict:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker exited with status {self.process.wait()} (see stderr)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        self.process.wait()
+
+
+def tree_label(tree: Path) -> str:
+    """The tree's commit (short hash, "+changes" when its work tree differs), or its path."""
+
+    def git(*arguments: str) -> str:
+        done = subprocess.run(["git", "-C", str(tree), *arguments], capture_output=True, text=True)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if not commit:
+        return str(tree)
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[object]], str]:
+    """Alternating rounds of this checkout's fast path and --against's, each in its worker;
+    the rows and a line saying which files ran, how far the parameters differ after the warmup
+    updates (float rounding compounds over hundreds of updates, so later they drift apart as the
+    paths do; tests/test_sac.py checks short runs against the reference path) and how the
+    per-round ratios spread."""
+    workers = [Worker(THIS_TREE, env_id, options), Worker(options.against, env_id, options)]
+    try:
+        for side in workers:
+            side.ask(str(options.warmup)) if options.warmup else None
+        difference = parameter_difference(workers)
+        wall: list[list[float]] = [[], []]
+        cpu: list[list[float]] = [[], []]
+        for round_index in range(options.rounds):
+            for index in (0, 1) if round_index % 2 == 0 else (1, 0):
+                answer = workers[index].ask(str(options.updates))
+                wall[index].append(options.updates / answer["wall"])
+                cpu[index].append(options.updates / answer["cpu"])
+    finally:
+        for side in workers:
+            side.close()
+    obs_dim, action_dim = workers[0].ready["shape"]
+    rows = [
+        [env_id, f"{obs_dim}/{action_dim}", f"{side.label} (fast)",
+         f"{statistics.median(wall[index]):.1f}", f"{statistics.median(cpu[index]):.1f}",
+         f"{median_ratio(wall[index], wall[1]):.3f}", f"{median_ratio(cpu[index], cpu[1]):.3f}"]
+        for index, side in enumerate(workers)
+    ]  # fmt: skip
+    files = " vs ".join(side.ready["sacbench"] for side in workers)
+    quartiles = statistics.quantiles((a / b for a, b in zip(cpu[0], cpu[1], strict=True)), n=4)
+    return rows, (
+        f"{env_id}: {files}; parameters after {options.warmup} warmup updates differ by at most "
+        f"{difference:.2e}; per-round CPU-time ratios, quartiles: "
+        + " / ".join(f"{q:.3f}" for q in quartiles)
+    )
+
+
+def parameter_difference(workers: list[Worker]) -> float:
+    """The largest absolute difference between the two workers' parameters now."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        states = []
+        for index, side in enumerate(workers):
+            path = Path(scratch) / f"{index}.pt"
+            side.ask(f"save {path}")
+            states.append(torch.load(path))
+    return max(
+        (states[0][net][key] - states[1][net][key]).abs().max().item()
+        for net in states[0]
+        for key in states[0][net]
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    if options.worker is not None:
+        return worker(options)
     torch.set_num_threads(options.threads)
     load_before = os.getloadavg()
     rows: list[list[object]] = []
+    notes: list[str] = []
     for env_id in options.envs:
-        rows.extend(benchmark_env(env_id, options))
+        if options.against is None:
+            rows.extend(benchmark_env(env_id, options))
+        else:
+            env_rows, note = compare_trees(env_id, options)
+            rows.extend(env_rows)
+            notes.append(note)
     load_after = os.getloadavg()
-    print(
-        tabulate(
-            rows,
-            headers=[
-                "env",
-                "obs/act",
-                "path",
-                "updates/s (wall)",
-                "updates/s (CPU)",
-                "x reference (wall)",
-                "x reference (CPU)",
-            ],
-            tablefmt="github",
-        )
-    )
+    versus = "reference" if options.against is None else tree_label(options.against)
+    headers = ["env", "obs/act", "path", "updates/s (wall)", "updates/s (CPU)",
+               f"x {versus} (wall)", f"x {versus} (CPU)"]  # fmt: skip
+    print(tabulate(rows, headers=headers, tablefmt="github"))
+    for note in notes:
+        print(note)
     print(
         f"\nbatch {options.batch_size}, policy_frequency {options.policy_frequency}, "
         f"{options.threads} thread(s), {options.rounds} rounds x {options.updates} updates, "

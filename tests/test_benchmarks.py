@@ -55,3 +55,38 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
                   "adam_step", "whole update"):  # fmt: skip
         assert float(stages.get(stage, 0)) > 0, f"{stage} missing or zero in:\n{out}"
     assert "GEMM" in out and "handwritten gradients" in out
+
+
+def test_update_throughput_against_another_tree_times_both_in_workers(capsys):
+    # The same tree on both sides: the workers run identical code on identical batches and draws,
+    # so their parameters must agree exactly, whatever the timings.
+    tree = str(update_throughput.THIS_TREE)
+    status = update_throughput.main(
+        [
+            "--envs",
+            "Hopper-v4",
+            "--batch-size",
+            "16",
+            "--rounds",
+            "2",
+            "--updates",
+            "3",
+            "--warmup",
+            "1",
+            "--against",
+            tree,
+        ]  # fmt: skip
+    )
+    assert status == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| Hopper-v4")]
+    assert len(rows) == 2 and all("(fast)" in row for row in rows)
+    assert float(rows[1].strip("|").split("|")[5]) == 1.0  # the baseline against itself
+    assert f"{tree}/sacbench/__init__.py vs {tree}/sacbench/__init__.py" in out
+    assert "after 1 warmup updates differ by at most 0.00e+00" in out
+
+
+def test_update_throughput_against_a_directory_without_sacbench_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        update_throughput.main(["--against", str(tmp_path)])
+    assert f"--against {tmp_path}: no sacbench package there" in capsys.readouterr().err
