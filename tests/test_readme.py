@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from sacbench.events import read_run_scalars
-from tests.trainer_runs import run_trainer
+from tests.trainer_runs import run_trainer, stop_once_it_prints
 from tests.workflow_copies import (
     REPO,
     interruptible,
@@ -297,22 +297,14 @@ def test_one_run_then_the_benchmark_then_its_report(tmp_path: Path):
 def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
     """The README's trainer command trains 1M steps; started here, it must get going, and stop
     on SIGTERM with a checkpoint to resume from."""
-    process = subprocess.Popen(
+    returncode, output = stop_once_it_prints(
         ["python", "-m", "sacbench.train", "--env-id", "Hopper-v4", "--seed", "1", "--run-dir",
          "runs/hopper-1"],
+        line_prefix="global_step=",
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
         env=venv_environment(),
     )  # fmt: skip
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("global_step="):
-            break
-    process.send_signal(signal.SIGTERM)
-    output = process.communicate(timeout=120)[0]
-    assert process.returncode == 128 + signal.SIGTERM, output
+    assert returncode == 128 + signal.SIGTERM, output
     assert (tmp_path / "runs" / "hopper-1" / "checkpoint" / "state.pt").is_file()
     assert "rerun to resume" in output
 
@@ -320,21 +312,13 @@ def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
 def test_evaluated_run_films_its_evaluations(tmp_path: Path):
     """The README's evaluated run trains 20,000 steps; started here, it must evaluate and film
     after its first 5,000 steps, then stop on SIGTERM with that evaluation kept."""
-    process = subprocess.Popen(
+    returncode, output = stop_once_it_prints(
         shlex.split(EVALUATED_RUN),
+        line_prefix="evaluation after 5000 steps",
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
         env=venv_environment(),
     )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("evaluation after 5000 steps"):
-            break
-    process.send_signal(signal.SIGTERM)
-    output = process.communicate(timeout=120)[0]
-    assert process.returncode == 128 + signal.SIGTERM, output
+    assert returncode == 128 + signal.SIGTERM, output
     run_dir = tmp_path / "runs" / "pendulum-1"
     scalars = read_run_scalars(run_dir)
     returns = scalars[scalars.tag == "eval/episodic_return"]

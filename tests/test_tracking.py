@@ -28,7 +28,7 @@ from sacbench.training.tracking import (
     stable_run_id,
     version_tag,
 )
-from tests.trainer_runs import read_scalars, reproducible
+from tests.trainer_runs import read_scalars, reproducible, stop_once_it_prints
 from tests.workflow_copies import workflow_copy
 
 # A budget that reaches the update: log points at steps 1100, 1200 and 1300.
@@ -430,21 +430,13 @@ def as_typed(
 def test_readme_tracked_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
     """The README's tracked trainer command trains 1M steps: started offline, it gets going,
     and stops on SIGTERM with a checkpoint and a W&B session marked preempted."""
-    process = subprocess.Popen(
+    returncode, output = stop_once_it_prints(
         ["bash", "-c", f"exec {README_TRAINER}"],
+        line_prefix="global_step=",
         cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
         env=offline_environment(tmp_path),
     )
-    assert process.stdout is not None
-    for line in process.stdout:
-        if line.startswith("global_step="):
-            break
-    process.send_signal(signal.SIGTERM)
-    output = process.communicate(timeout=120)[0]
-    assert process.returncode == 128 + signal.SIGTERM, output[-4000:]
+    assert returncode == 128 + signal.SIGTERM, output[-4000:]
     run_dir = tmp_path / "runs" / "hopper-1"
     assert (run_dir / "checkpoint" / "state.pt").is_file()
     (session,) = offline_sessions(run_dir)

@@ -71,6 +71,23 @@ def kill(process: subprocess.Popen, signal_number: int) -> int:
     return process.wait(timeout=120)
 
 
+def stop_once_it_prints(
+    command: list[str], *, line_prefix: str, cwd: Path, env: dict[str, str]
+) -> tuple[int, str]:
+    """Start `command`, send SIGTERM once a line of its output starts with `line_prefix`, and
+    return its exit status and its whole output (stdout and stderr together)."""
+    process = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith(line_prefix):
+            break
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=120)[0]
+    return process.returncode, output
+
+
 def read_scalars(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """Every scalar of every event file in the dir, in file order: duplicates stay visible."""
     scalars: dict[str, list[tuple[int, float]]] = {}
