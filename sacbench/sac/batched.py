@@ -2,20 +2,27 @@
 training seeds together in one process.
 
 BatchedLearner holds S seeds' networks and optimizers stacked along a leading seed axis (actor
-weights [S, in, out], critics [S * 2, in, out] with seed s's two members at rows 2s and 2s + 1,
-log_alpha [S]) and performs one SAC step for all of them at once from S stacked batches
-([S, B, ...]): each layer of all seeds is one batched matrix multiply, and each optimizer is one
-fused Adam call over the stacked tensors (Adam is elementwise and every seed takes the same
-steps, so one step count serves all).
+weights [S, out, in] in nn.Linear's layout, critics [S * 2, in, out] with seed s's two members
+at rows 2s and 2s + 1, log_alpha [S]) and performs one SAC step for all of them at once from S
+stacked batches ([S, B, ...]): each layer of all seeds is one batched matrix multiply, and each
+optimizer is one fused Adam call over the stacked tensors (Adam is elementwise and every seed
+takes the same steps, so one step count serves all).
 
-Each seed is exactly the fast path's autograd formulation (sacbench.sac.autograd, the same
-arithmetic in the same order), so seed s in a batch computes what FastLearner computes for it
-alone, to float rounding:
+Each seed computes the fast path's autograd formulation (sacbench.sac.autograd) with the same
+operations in the same order, so seed s in a batch computes what FastLearner computes for it
+alone: the products give the same bits (tests/test_batched.py; the fused Adam kernel rounds a
+stacked tensor's vectorised part and a short tensor's tail differently, in the last bit):
 - the losses are summed over seeds before torch.autograd.grad; the seeds' parameters are
   disjoint slices, so the gradient of each slice is that seed's own loss gradient;
 - every random draw of seed s comes from its own torch.Generator, in FastLearner's order (the
   next actions of the critic target; then per actor update the actions, and the alpha draw when
   alpha is tuned), so a seed consumes the same numbers as alone from the default generator.
+  `act` draws per seed in the same way, as the training loop's action step would need.
+
+On one CPU thread this is not faster than the seeds' separate updates: the update is bound by
+its matrix products, which run no faster batched (docs/performance.md, "Batched seeds"). What
+it removes is per-call overhead (S seeds' operations as one call each), which is what bounds a
+small network's step on a GPU; not measured here, no GPU was lent.
 
 The training loop does not use this yet: a batched trainer also needs one run dir, event file,
 checkpoint and completion record per seed (docs/performance.md, "Batched seeds").
