@@ -415,8 +415,11 @@ def _check_learners(learners: Sequence[FastLearner], generators: Sequence[torch.
             torch.equal(learner.actor.action_bias, first.actor.action_bias)
         ):
             raise ValueError(f"learners[{index}]: action bounds differ from learners[0]'s")
-        if generators[index].device != torch.device(first.device):
-            raise ValueError(f"generators[{index}] is on {generators[index].device}")
+        if generators[index].device.type != torch.device(first.device).type:
+            raise ValueError(
+                f"generators[{index}] is on {generators[index].device}, the learners on "
+                f"{first.device}: each seed's draws must come from a generator on its device"
+            )
 
 
 class _Layout:
