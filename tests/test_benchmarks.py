@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from benchmarks import profile_step, update_throughput
+from benchmarks import batched_seeds, profile_step, update_throughput
 
 
 def test_update_throughput_compares_all_three_paths_against_the_reference(capsys):
@@ -90,3 +90,31 @@ def test_update_throughput_against_a_directory_without_sacbench_is_refused(tmp_p
     with pytest.raises(SystemExit):
         update_throughput.main(["--against", str(tmp_path)])
     assert f"--against {tmp_path}: no sacbench package there" in capsys.readouterr().err
+
+
+def test_batched_seeds_times_both_sides_for_each_seed_count(capsys):
+    status = batched_seeds.main(
+        ["--envs", "Hopper-v4", "--seeds", "1", "3", "--batch-size", "16", "--rounds", "2",
+         "--updates", "2", "--warmup", "1"]
+    )  # fmt: skip
+    assert status == 0
+    out = capsys.readouterr().out
+    rows = {
+        cells[2]: cells
+        for line in out.splitlines()
+        if line.startswith("| Hopper-v4")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+    assert set(rows) == {f"{side} x{count}" for side in ("fast alone", "fast-autograd alone")
+                         for count in (1, 3)} | {"batched (S=1)", "batched (S=3)"}  # fmt: skip
+    for cells in rows.values():
+        assert float(cells[3]) > 0 and float(cells[4]) > 0
+    for count in (1, 3):
+        assert all(float(ratio) > 0 for ratio in rows[f"batched (S={count})"][5:9])
+    assert "load average before/after" in out
+
+
+def test_batched_seeds_rejects_a_seed_count_below_one(capsys):
+    with pytest.raises(SystemExit):
+        batched_seeds.main(["--seeds", "2", "0"])
+    assert "--seeds: each S must be at least 1, got [0]" in capsys.readouterr().err
