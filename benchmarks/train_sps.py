@@ -65,16 +65,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             env_spaces(env_id)
         except EnvError as error:
             parser.error(f"--envs: {error}")
-    if args.total_timesteps <= args.learning_starts + 200:
-        parser.error(
-            f"--total-timesteps {args.total_timesteps} must exceed --learning-starts "
-            f"{args.learning_starts} by more than 200 steps (two steady_SPS windows)"
-        )
+    check_budget(parser, total_timesteps=args.total_timesteps, learning_starts=args.learning_starts)
     if args.repeats <= 0:
         parser.error(f"--repeats must be positive, got {args.repeats}")
     if args.paired and (os.cpu_count() or 1) < 2:
         parser.error("--paired runs two trainers at once and needs at least 2 CPUs")
     return args
+
+
+def check_budget(
+    parser: argparse.ArgumentParser, *, total_timesteps: int, learning_starts: int
+) -> None:
+    """Refuse a budget too small for a steady_SPS window after the first (which is dropped)."""
+    if total_timesteps <= learning_starts + 200:
+        parser.error(
+            f"--total-timesteps {total_timesteps} must exceed --learning-starts "
+            f"{learning_starts} by more than 200 steps (two steady_SPS windows)"
+        )
 
 
 def trainer_command(
@@ -162,23 +169,30 @@ def run_pair(
     }
     peak = {path: finish_trainer(children[path], run_dirs[path]) for path in PATHS}
     wall = time.time() - started
-    windows = {path: steady_windows(run_dirs[path]) for path in PATHS}
-    overlap_start = max(path_windows[0][0] for path_windows in windows.values())
-    overlap_end = min(path_windows[-1][1] for path_windows in windows.values())
-    out = {}
-    for path in PATHS:
-        inside = [
-            rate
-            for start, end, rate in windows[path]
-            if start >= overlap_start and end <= overlap_end
-        ]
-        if not inside:
-            raise SystemExit(
-                f"{env_id}: the two runs never trained at the same time for a whole window; "
-                "raise --total-timesteps"
-            )
-        out[path] = (statistics.median(inside), peak[path], wall)
-    return out
+    shared = shared_window_rates([steady_windows(run_dirs[path]) for path in PATHS])
+    if not all(shared):
+        raise SystemExit(
+            f"{env_id}: the two runs never trained at the same time for a whole window; "
+            "raise --total-timesteps"
+        )
+    return {
+        path: (statistics.median(rates), peak[path], wall)
+        for path, rates in zip(PATHS, shared, strict=True)
+    }
+
+
+def shared_window_rates(
+    windows_per_run: list[list[tuple[float, float, float]]],
+) -> list[list[float]]:
+    """Per run, the steps/s of its steady windows that lie wholly inside the span where every
+    run was training: from the latest start of a run's first steady window to the earliest end
+    of a run's last one. A run's list is empty when none of its windows fits."""
+    span_start = max(windows[0][0] for windows in windows_per_run)
+    span_end = min(windows[-1][1] for windows in windows_per_run)
+    return [
+        [rate for start, end, rate in windows if start >= span_start and end <= span_end]
+        for windows in windows_per_run
+    ]
 
 
 def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 
 import pytest
+import torch
 
-from benchmarks import batched_seeds, profile_step, update_throughput
+from benchmarks import batched_seeds, profile_step, shared_device_sps, update_throughput
+from benchmarks.train_sps import shared_window_rates
 
 
 def test_update_throughput_compares_all_three_paths_against_the_reference(capsys):
@@ -118,3 +120,96 @@ def test_batched_seeds_rejects_a_seed_count_below_one(capsys):
     with pytest.raises(SystemExit):
         batched_seeds.main(["--seeds", "2", "0"])
     assert "--seeds: each S must be at least 1, got [0]" in capsys.readouterr().err
+
+
+# ---- benchmarks/shared_device_sps.py: N trainers sharing one device --------------------------
+
+
+def shared_sps_rows(out: str) -> dict[int, list[str]]:
+    """The table's rows by N: [N, median, min-max, aggregate, / N=1, peak RSS, wall]."""
+    return {
+        int(cells[0]): cells
+        for line in out.splitlines()
+        if re.match(r"^\|\s+\d+ \|", line)
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+
+
+@pytest.mark.slow
+def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
+    tiny = ["--device", "cpu", "--env", "InvertedPendulum-v4", "--runs", "1", "2",
+            "--total-timesteps", "1600", "--learning-starts", "1000", "--buffer-size", "2000",
+            "--extra", "--batch-size", "64"]  # fmt: skip
+    assert shared_device_sps.main(tiny) == 0
+    out = capsys.readouterr().out
+    rows = shared_sps_rows(out)
+    assert set(rows) == {1, 2}, out
+    for _, median, spread, aggregate, _, rss, wall in rows.values():
+        low, high = map(float, spread.split("-"))
+        assert 0 < low <= float(median) <= high, out
+        assert float(aggregate) > 0 and float(rss) > 100 and float(wall) > 0, out
+    # N=1: the one run is the aggregate. N=2: the median of two runs is their mean, so the
+    # aggregate (the sum of the per-run SPS) is min + max and twice the median.
+    assert rows[1][1] == rows[1][3] and rows[1][4] == "1.00"
+    _, median, spread, aggregate, ratio, _, _ = rows[2]
+    low, high = map(float, spread.split("-"))
+    assert float(aggregate) == pytest.approx(low + high, abs=0.11)
+    assert float(aggregate) == pytest.approx(2 * float(median), abs=0.11)
+    assert float(ratio) == pytest.approx(float(aggregate) / float(rows[1][3]), abs=0.006)
+    per_run = re.search(r"^N=2: steady SPS per run \(seed 1\.\.2\) ([\d.]+), ([\d.]+); ", out,
+                        flags=re.MULTILINE)  # fmt: skip
+    assert per_run and sorted(map(float, per_run.groups())) == [low, high], out
+    assert "device: cpu (" in out and "aggregate SPS: the sum of the N per-run SPS" in out
+
+
+def test_shared_window_rates_keep_the_windows_inside_the_span_all_runs_trained():
+    # Run a trains over [0, 3], run b over [1.5, 4.5]: the shared span is [1.5, 3].
+    run_a = [(0.0, 1.0, 10.0), (1.0, 2.0, 11.0), (2.0, 3.0, 12.0)]
+    run_b = [(1.5, 2.5, 20.0), (2.5, 3.5, 21.0), (3.5, 4.5, 22.0)]
+    assert shared_window_rates([run_a, run_b]) == [[12.0], [20.0]]
+    assert shared_window_rates([run_a]) == [[10.0, 11.0, 12.0]]
+    # A run training over [1.2, 1.9] only: no window of run a fits in that span, so run a's
+    # list is empty (which the benchmark refuses: raise --total-timesteps).
+    assert shared_window_rates([run_a, [(1.2, 1.9, 5.0)]]) == [[], [5.0]]
+
+
+def test_shared_device_sps_exits_with_the_failed_childs_output():
+    # The trainer itself refuses batch size 0 (the benchmark passes --extra on unread).
+    with pytest.raises(SystemExit) as exit_info:
+        shared_device_sps.main(["--device", "cpu", "--env", "Hopper-v4", "--runs", "2",
+                                "--total-timesteps", "1600", "--learning-starts", "1000",
+                                "--extra", "--batch-size", "0"])  # fmt: skip
+    message = str(exit_info.value.code)
+    assert "sacbench.train --env-id Hopper-v4 --seed 1" in message and "failed (2)" in message
+    assert "--batch-size must be a positive integer, got 0" in message
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="cuda is available here")
+def test_shared_device_sps_refuses_cuda_without_a_gpu(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        # README.md's command for a GPU node, as written.
+        shared_device_sps.main(["--device", "cuda", "--runs", "1", "2", "4", "8"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--device cuda: torch.cuda.is_available() is False" in err
+    assert "pass --device cpu" in err
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--runs", "0", "2"], "--runs: each number of runs must be at least 1, got 0"),
+        (["--runs", "2", "2"], "--runs: each number of runs once, got 2 2"),
+        (
+            ["--total-timesteps", "1100", "--learning-starts", "1000"],
+            "--total-timesteps 1100 must exceed --learning-starts 1000 by more than 200 steps",
+        ),
+        (["--env", "NoSuchEnv-v0"], "--env: "),
+        (["--eager"], "--eager applies to --device cuda only"),
+    ],
+)
+def test_shared_device_sps_refuses_bad_arguments_before_starting(arguments, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        shared_device_sps.main(["--device", "cpu", *arguments])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

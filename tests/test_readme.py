@@ -131,6 +131,13 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_tracking.py",
         "test_readme_offline_pipeline_then_sync",
     ),
+    # No GPU in CI: the command is run as written and must be refused, naming --device cuda and
+    # suggesting --device cpu; the same script's CPU path is run by
+    # tests/test_benchmarks.py::test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu.
+    "python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8": (
+        "tests/test_benchmarks.py",
+        "test_shared_device_sps_refuses_cuda_without_a_gpu",
+    ),
     # The upload needs a W&B account and network: the test runs it up to the login it asks for.
     "wandb sync results/runs/*/*/*/wandb": (
         "tests/test_tracking.py",
