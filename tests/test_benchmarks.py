@@ -10,22 +10,14 @@ import torch
 from benchmarks import batched_seeds, profile_step, shared_device_sps, update_throughput
 from benchmarks.train_sps import shared_window_rates
 
+# Settings that only check the timing scripts work: tiny batches, two rounds of three updates.
+TINY_UPDATE_TIMING = [
+    "--envs", "Hopper-v4", "--batch-size", "16", "--rounds", "2", "--updates", "3", "--warmup", "1",
+]  # fmt: skip
+
 
 def test_update_throughput_compares_all_three_paths_against_the_reference(capsys):
-    status = update_throughput.main(
-        [
-            "--envs",
-            "Hopper-v4",
-            "--batch-size",
-            "16",
-            "--rounds",
-            "2",
-            "--updates",
-            "3",
-            "--warmup",
-            "1",
-        ]  # fmt: skip
-    )
+    status = update_throughput.main(TINY_UPDATE_TIMING)
     assert status == 0
     table = capsys.readouterr().out
     rows = {
@@ -63,22 +55,7 @@ def test_update_throughput_against_another_tree_times_both_in_workers(capsys):
     # The same tree on both sides: the workers run identical code on identical batches and draws,
     # so their parameters must agree exactly, whatever the timings.
     tree = str(update_throughput.THIS_TREE)
-    status = update_throughput.main(
-        [
-            "--envs",
-            "Hopper-v4",
-            "--batch-size",
-            "16",
-            "--rounds",
-            "2",
-            "--updates",
-            "3",
-            "--warmup",
-            "1",
-            "--against",
-            tree,
-        ]  # fmt: skip
-    )
+    status = update_throughput.main([*TINY_UPDATE_TIMING, "--against", tree])
     assert status == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| Hopper-v4")]
