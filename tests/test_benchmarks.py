@@ -16,16 +16,21 @@ TINY_UPDATE_TIMING = [
 ]  # fmt: skip
 
 
+def hopper_rows(output: str) -> dict[str, list[str]]:
+    """The Hopper-v4 rows of a printed table, as their cells, keyed by the third (the path)."""
+    return {
+        cells[2]: cells
+        for line in output.splitlines()
+        if line.startswith("| Hopper-v4")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+    }
+
+
 def test_update_throughput_compares_all_three_paths_against_the_reference(capsys):
     status = update_throughput.main(TINY_UPDATE_TIMING)
     assert status == 0
     table = capsys.readouterr().out
-    rows = {
-        cells[2]: cells
-        for line in table.splitlines()
-        if line.startswith("| Hopper-v4")
-        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
-    }
+    rows = hopper_rows(table)
     assert set(rows) == {"reference", "fast-autograd", "fast"}
     for cells in rows.values():
         assert float(cells[3]) > 0 and float(cells[5]) > 0
@@ -78,12 +83,7 @@ def test_batched_seeds_times_both_sides_for_each_seed_count(capsys):
     )  # fmt: skip
     assert status == 0
     out = capsys.readouterr().out
-    rows = {
-        cells[2]: cells
-        for line in out.splitlines()
-        if line.startswith("| Hopper-v4")
-        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
-    }
+    rows = hopper_rows(out)
     assert set(rows) == {f"{side} x{count}" for side in ("fast alone", "fast-autograd alone")
                          for count in (1, 3)} | {"batched (S=1)", "batched (S=3)"}  # fmt: skip
     for cells in rows.values():
