@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(
                 [
                     env_id,
-                    path,
+                    " ".join([path, *options.extra]) if path == "fast" else path,
                     f"{sps:.1f}",
                     f"{ratio:.2f}",
                     f"{max(r[1] for r in runs) / 2**20:.0f}",

@@ -12,6 +12,7 @@ the per-round ratio path / reference.
 
     python benchmarks/update_throughput.py                      # HalfCheetah-v4 and Humanoid-v4
     python benchmarks/update_throughput.py --compile            # add a torch.compile column
+    python benchmarks/update_throughput.py --bf16               # add --precision bf16 rows
     python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
     python benchmarks/update_throughput.py --against /path/to/other/checkout  # A/B of two trees
 
@@ -65,6 +66,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=10, help="untimed updates per learner")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--compile", action="store_true", help="also time fast-autograd compiled")
+    parser.add_argument(
+        "--bf16",
+        action="store_true",
+        help="also time both fast formulations with --precision bf16 (docs/performance.md)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--against",
@@ -113,7 +119,13 @@ def random_batches(
 
 
 def make_learners(
-    *, obs_dim: int, low: np.ndarray, high: np.ndarray, args: Args, compile_too: bool
+    *,
+    obs_dim: int,
+    low: np.ndarray,
+    high: np.ndarray,
+    args: Args,
+    compile_too: bool,
+    bf16_too: bool = False,
 ) -> dict[str, Learner]:
     torch.manual_seed(args.seed)
     reference = ReferenceLearner(
@@ -125,6 +137,11 @@ def make_learners(
         "fast-autograd": FastLearner.from_reference(reference, device=cpu, gradients="autograd"),
         "fast": FastLearner.from_reference(reference, device=cpu, gradients="handwritten"),
     }
+    if bf16_too:
+        bf16 = copy.copy(reference)  # the same networks, read with --precision bf16's args
+        bf16.args = dataclasses.replace(args, precision="bf16")
+        for name, gradients in (("fast-bf16", "handwritten"), ("fast-autograd-bf16", "autograd")):
+            learners[name] = FastLearner.from_reference(bf16, device=cpu, gradients=gradients)
     if compile_too:
         compiled = FastLearner(
             obs_dim=obs_dim,
@@ -177,7 +194,12 @@ def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]
         policy_frequency=options.policy_frequency,
     )
     learners = make_learners(
-        obs_dim=obs_dim, low=low, high=high, args=args, compile_too=options.compile
+        obs_dim=obs_dim,
+        low=low,
+        high=high,
+        args=args,
+        compile_too=options.compile,
+        bf16_too=options.bf16,
     )
     next_step = dict.fromkeys(learners, LEARNING_STARTS + 1)
 

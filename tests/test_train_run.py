@@ -36,6 +36,10 @@ REFERENCE_RUN = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "500",
                  "--update-path", "reference")  # fmt: skip
 
 
+# --precision bf16 on the same small task: a checkpoint resumes it as exactly as a float32 run.
+BF16_RUN = (*REFERENCE_RUN[:-2], "--update-path", "fast", "--precision", "bf16")
+
+
 @pytest.fixture(scope="module")
 def timed_run(tmp_path_factory) -> tuple[Path, float]:
     """A finished run of RUN, and the time.time() just before its process was started."""
@@ -196,6 +200,22 @@ def test_reference_path_killed_and_resumed_equals_uninterrupted(finished_referen
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert metadata["args"]["update_path"] == "reference"
     assert 330 < metadata["sessions"][1]["start_step"] < 400  # resumed mid-interval, training
+
+
+def test_bf16_run_killed_and_resumed_equals_uninterrupted(tmp_path):
+    finished = tmp_path / "finished"
+    run_trainer(finished, *BF16_RUN)
+    losses = read_scalars(finished)["losses/qf_loss"]
+    assert [step for step, _ in losses] == [300, 400]  # it trained (learning_starts 200)
+    run_dir = tmp_path / "run"
+    _assert_killed_and_resumed_run_equals(
+        finished, run_dir, BF16_RUN, signal_number=signal.SIGTERM, at_step=330
+    )
+    args = json.loads((run_dir / "metadata.json").read_text())["args"]
+    assert (args["update_path"], args["precision"]) == ("fast", "bf16")
+    # A float32 run is another run: the bf16 run dir refuses it and stays as it is.
+    refused = run_trainer(run_dir, *BF16_RUN[:-2], "--precision", "fp32", check=False)
+    assert refused.returncode == 2 and "precision: recorded 'bf16', asked 'fp32'" in refused.stderr
 
 
 def test_legacy_checkpoint_resumes(finished_run, tmp_path):

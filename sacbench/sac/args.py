@@ -66,6 +66,10 @@ class Args:
     """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1/SIGINT)"""
     update_path: Literal["fast", "reference"] = "fast"
     """fast: ensemble critics, hand-written gradients; reference: CleanRL's computation literally"""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """fp32: CleanRL's arithmetic. bf16 (opt-in, fast path only): the update's matrix products in
+    bfloat16, with float32 weights, gradients, Adam state and losses; about twice as fast per
+    product on CPUs with AVX512-BF16 or AMX and on GPUs, slower elsewhere"""
     compile: bool = False
     """compile the fast path's autograd formulation with torch.compile (for GPUs)"""
     cudagraphs: bool = False
@@ -109,7 +113,11 @@ SESSION_FIELDS: frozenset[str] = frozenset(
 # Run-defining fields added after run dirs were first recorded, with the value that a run dir
 # recorded before each existed stands for: such a run is the same run when asked with that value
 # (its finished runs are not trained again). A finished run of that age has no final evaluation.
-DEFAULTS_OF_UNRECORDED_FIELDS: dict[str, object] = {"eval_frequency": 0, "eval_episodes": 10}
+DEFAULTS_OF_UNRECORDED_FIELDS: dict[str, object] = {
+    "eval_frequency": 0,
+    "eval_episodes": 10,
+    "precision": "fp32",
+}
 
 ARG_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Args))
 
@@ -180,6 +188,13 @@ def validate_args(args: Args) -> list[str]:
         problems.append("--cudagraphs needs --compile")
     if args.update_path == "reference" and (args.compile or args.cudagraphs):
         problems.append("--compile/--cudagraphs apply to --update-path fast only")
+    if args.precision not in ("fp32", "bf16"):
+        problems.append(f"--precision must be fp32 or bf16, got {args.precision!r}")
+    elif args.precision != "fp32" and args.update_path == "reference":
+        problems.append(
+            f"--precision {args.precision} applies to --update-path fast only "
+            "(the reference path is CleanRL's float32 computation)"
+        )
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems

@@ -39,13 +39,14 @@ import numpy as np
 import torch
 
 from sacbench import private_api
-from sacbench.sac import handwritten
 from sacbench.sac.adam import adam_step, create_missing_adam_state, prepared_adam
 from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule
 from sacbench.sac.args import Args
 from sacbench.sac.autograd import AutogradFormulation
 from sacbench.sac.ensemble import EnsembleCritic
 from sacbench.sac.formulation import FastNetworks, Formulation
+from sacbench.sac.handwritten import HandwrittenFormulation
+from sacbench.sac.mixed_precision import MixedPrecision
 from sacbench.sac.policy import sample_action_fast
 from sacbench.sac.reference_learner import ReferenceLearner
 
@@ -108,13 +109,18 @@ class FastLearner:
             critic_parameters=self._critic_parameters,
             actor_parameters=self._actor_parameters,
         )
-        self.formulation: Formulation = (
-            handwritten
-            if gradients == "handwritten"
-            else AutogradFormulation(
+        bf16 = args.precision == "bf16"
+        self.formulation: Formulation
+        if gradients == "handwritten":
+            # Its hidden layers' products only (sacbench.sac.products): the thin ones do not
+            # gain from bfloat16 on a CPU.
+            self.formulation = HandwrittenFormulation(torch.bfloat16 if bf16 else None)
+        else:
+            self.formulation = AutogradFormulation(
                 compile=args.compile, cudagraphs=args.cudagraphs, device=device
             )
-        )
+            if bf16:
+                self.formulation = MixedPrecision(self.formulation, device=device)
 
     @classmethod
     def from_reference(

@@ -30,6 +30,7 @@ from sacbench.sac.policy import (
     policy_forward,
     squashed_sample,
 )
+from sacbench.sac.products import affine, operand, product
 
 
 def policy_gradients(
@@ -39,9 +40,11 @@ def policy_gradients(
     *,
     action_gradient: torch.Tensor,
     log_prob_gradient: torch.Tensor | float,
+    product_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, ...]:
     """Gradients of a loss with d loss / d action = `action_gradient` [B, A] and d loss /
     d log_prob_b = `log_prob_gradient` (the same for every sample), in actor.parameters() order.
+    `product_dtype`: the precision of the products (sacbench.sac.products).
     """
     scale = actor.action_scale
     # log_prob_b contains -sum_j log(scale (1 - y^2) + 1e-6), whose derivative in y is
@@ -54,12 +57,13 @@ def policy_gradients(
     d_head = d_log_std.mul_(LOG_STD_HALF_RANGE * (1 - policy.log_std_tanh.pow(2)))
     d_hidden2 = torch.mm(d_mean, actor.fc_mean.weight).addmm_(d_head, actor.fc_logstd.weight)
     relu_backward_(d_hidden2, policy.hidden2)
-    d_hidden1 = torch.mm(d_hidden2, actor.fc2.weight)
+    d_hidden2_operand = operand(d_hidden2, product_dtype)  # rounded once for both products
+    d_hidden1 = product(d_hidden2_operand, actor.fc2.weight, dtype=product_dtype)
     relu_backward_(d_hidden1, policy.hidden1)
     return (
-        torch.mm(d_hidden1.t(), policy.observations),
+        product(d_hidden1.t(), policy.observations, dtype=product_dtype),
         d_hidden1.sum(0),
-        torch.mm(d_hidden2.t(), policy.hidden1),
+        product(d_hidden2_operand.t(), policy.hidden1, dtype=product_dtype),
         d_hidden2.sum(0),
         torch.mm(d_mean.t(), policy.hidden2),
         d_mean.sum(0),
@@ -77,11 +81,17 @@ class CriticForward:
     q: torch.Tensor
 
 
-def critic_forward(critic: torch.nn.Module, first_layer: torch.Tensor) -> CriticForward:
-    """The ensemble from its first layer's output before the ReLU (overwritten in place)."""
+def critic_forward(
+    critic: torch.nn.Module,
+    first_layer: torch.Tensor,
+    *,
+    product_dtype: torch.dtype | None = None,
+) -> CriticForward:
+    """The ensemble from its first layer's output before the ReLU (overwritten in place);
+    `product_dtype`: the precision of the products (sacbench.sac.products)."""
     (_, w2, w3), (_, b2, b3) = critic.weights, critic.biases
     hidden1 = first_layer.relu_()
-    hidden2 = torch.baddbmm(b2, hidden1, w2).relu_()
+    hidden2 = affine(b2, hidden1, w2, dtype=product_dtype).relu_()
     # A batched product with one output column runs several times slower than multiply + sum.
     q = (hidden2 * w3.transpose(1, 2)).sum(2) + b3.view(-1, 1)
     return CriticForward(hidden1, hidden2, q)
@@ -94,11 +104,16 @@ def critic_inputs(observations: torch.Tensor, actions: torch.Tensor, members: in
 
 
 def critic_values(
-    critic: torch.nn.Module, observations: torch.Tensor, actions: torch.Tensor
+    critic: torch.nn.Module,
+    observations: torch.Tensor,
+    actions: torch.Tensor,
+    *,
+    product_dtype: torch.dtype | None = None,
 ) -> CriticForward:
     w1, b1 = critic.weights[0], critic.biases[0]
     inputs = critic_inputs(observations, actions, w1.shape[0])
-    return critic_forward(critic, torch.baddbmm(b1, inputs, w1))
+    first_layer = affine(b1, inputs, w1, dtype=product_dtype)
+    return critic_forward(critic, first_layer, product_dtype=product_dtype)
 
 
 def critic_loss_gradients(
@@ -106,9 +121,12 @@ def critic_loss_gradients(
     inputs: torch.Tensor,
     forward: CriticForward,
     targets: torch.Tensor,
+    *,
+    product_dtype: torch.dtype | None = None,
 ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
     """Gradients of sum over members of mean_b (q - target)^2, in critic.parameters() order
-    (weights, then biases), and the [5] metrics q1, q2, loss1, loss2, loss / 2."""
+    (weights, then biases), and the [5] metrics q1, q2, loss1, loss2, loss / 2; `product_dtype`:
+    the precision of the products (sacbench.sac.products)."""
     (_, w2, w3) = critic.weights
     members, batch = forward.q.shape
     error = forward.q - targets
@@ -116,11 +134,12 @@ def critic_loss_gradients(
     d_q = error.mul_(2.0 / batch).unsqueeze(2)  # [members, B, 1]
     d_hidden2 = d_q * w3.transpose(1, 2)
     relu_backward_(d_hidden2, forward.hidden2)
-    d_hidden1 = torch.bmm(d_hidden2, w2.transpose(1, 2))
+    d_hidden2_operand = operand(d_hidden2, product_dtype)  # rounded once for both products
+    d_hidden1 = product(d_hidden2_operand, w2.transpose(1, 2), dtype=product_dtype)
     relu_backward_(d_hidden1, forward.hidden1)
     gradients = (
-        torch.bmm(inputs.transpose(1, 2), d_hidden1),
-        torch.bmm(forward.hidden1.transpose(1, 2), d_hidden2),
+        product(inputs.transpose(1, 2), d_hidden1, dtype=product_dtype),
+        product(forward.hidden1.transpose(1, 2), d_hidden2_operand, dtype=product_dtype),
         (forward.hidden2 * d_q).sum(1).unsqueeze(2),
         d_hidden1.sum(1, keepdim=True),
         d_hidden2.sum(1, keepdim=True),
@@ -136,6 +155,7 @@ def min_critic_action_gradient(
     *,
     action_dim: int,
     scale: float,
+    product_dtype: torch.dtype | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(min over members of q [B], d(scale * sum_b min_q_b)/d action [B, action_dim]).
 
@@ -155,103 +175,129 @@ def min_critic_action_gradient(
             (w3[member].t() * scale).expand(rows.numel(), -1),
             forward.hidden2[member].index_select(0, rows),
         )
-        d_hidden1 = torch.mm(d_hidden2, w2[member].t())
+        d_hidden1 = product(d_hidden2, w2[member].t(), dtype=product_dtype)
         relu_backward_(d_hidden1, forward.hidden1[member].index_select(0, rows))
         action_gradient_t.index_copy_(1, rows, torch.mm(w1[member, -action_dim:], d_hidden1.t()))
     return min_q, action_gradient_t.t()
 
 
-# ---- the formulation (sacbench.sac.formulation.Formulation), as module functions ---------------
-# Each reads the networks and returns gradients, metrics or forward caches; FastLearner applies
-# them. Random draws: one standard-normal draw per squashed_sample call, in CleanRL's order.
+# ---- the formulation (sacbench.sac.formulation.Formulation) ------------------------------------
+# Each method reads the networks and returns gradients, metrics or forward caches; FastLearner
+# applies them. Random draws: one standard-normal draw per squashed_sample call, in CleanRL's order.
 
 
-@torch.no_grad()
-def critic_gradients(
-    nets: FastNetworks, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
-) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """The critics' gradients and [5] metrics; draws the next actions (one normal draw)."""
-    actor, critic, target_critic = nets.actor, nets.critic, nets.target_critic
-    members = critic.weights[0].shape[0]
-    next_policy = policy_forward(actor, batch.next_observations)
-    next_sample = squashed_sample(actor, next_policy.mean, next_policy.log_std)
-    next_q = critic_values(target_critic, batch.next_observations, next_sample.action).q
-    targets = soft_q_target(
-        rewards=batch.rewards,
-        terminations=batch.terminations,
-        next_q1=next_q[0],
-        next_q2=next_q[1],
-        next_log_pi=next_sample.log_prob.view(-1),
-        alpha=alpha,
-        gamma=gamma,
-    )
-    inputs = critic_inputs(batch.observations, batch.actions, members)
-    forward = critic_forward(critic, torch.baddbmm(critic.biases[0], inputs, critic.weights[0]))
-    return critic_loss_gradients(critic, inputs, forward, targets)
+@dataclass(frozen=True)
+class HandwrittenFormulation:
+    """The gradients above, step by step; `product_dtype` is the precision of the products
+    (sacbench.sac.products; None: float32, the default; torch.bfloat16 for --precision bf16)."""
 
+    product_dtype: torch.dtype | None = None
 
-@torch.no_grad()
-def begin_actor_updates(nets: FastNetworks, observations: torch.Tensor, *, count: int) -> ActorPass:
-    """The actor's forward pass for the first actor update, and the critics' first-layer product
-    with the observations, computed once: the critics do not change during the actor updates."""
-    return ActorPass(
-        policy_forward(nets.actor, observations), nets.critic.observation_part(observations)
-    )
+    @torch.no_grad()
+    def critic_gradients(
+        self, nets: FastNetworks, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The critics' gradients and [5] metrics; draws the next actions (one normal draw)."""
+        actor, critic, target_critic = nets.actor, nets.critic, nets.target_critic
+        members, product_dtype = critic.weights[0].shape[0], self.product_dtype
+        next_policy = policy_forward(actor, batch.next_observations, product_dtype=product_dtype)
+        next_sample = squashed_sample(actor, next_policy.mean, next_policy.log_std)
+        next_q = critic_values(
+            target_critic, batch.next_observations, next_sample.action, product_dtype=product_dtype
+        ).q
+        targets = soft_q_target(
+            rewards=batch.rewards,
+            terminations=batch.terminations,
+            next_q1=next_q[0],
+            next_q2=next_q[1],
+            next_log_pi=next_sample.log_prob.view(-1),
+            alpha=alpha,
+            gamma=gamma,
+        )
+        inputs = critic_inputs(batch.observations, batch.actions, members)
+        first_layer = affine(critic.biases[0], inputs, critic.weights[0], dtype=product_dtype)
+        forward = critic_forward(critic, first_layer, product_dtype=product_dtype)
+        return critic_loss_gradients(critic, inputs, forward, targets, product_dtype=product_dtype)
 
+    @torch.no_grad()
+    def begin_actor_updates(
+        self, nets: FastNetworks, observations: torch.Tensor, *, count: int
+    ) -> ActorPass:
+        """The actor's forward pass for the first actor update, and the critics' first-layer
+        product with the observations, computed once: the critics do not change during the
+        actor updates."""
+        critic, product_dtype = nets.critic, self.product_dtype
+        w1, b1 = critic.weights[0], critic.biases[0]
+        observation_part = affine(
+            b1,
+            observations.expand(w1.shape[0], *observations.shape),
+            w1[:, : critic.obs_dim],
+            dtype=product_dtype,
+        )
+        return ActorPass(
+            policy_forward(nets.actor, observations, product_dtype=product_dtype),
+            observation_part,
+        )
 
-@torch.no_grad()
-def actor_gradients(
-    nets: FastNetworks,
-    observations: torch.Tensor,
-    actor_pass: ActorPass,
-    *,
-    alpha: torch.Tensor | float,
-) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-    """The actor's gradients and loss, backpropagated through each sample's smaller critic;
-    draws the actions (one normal draw)."""
-    actor, critic = nets.actor, nets.critic
-    members, action_dim = critic.weights[0].shape[0], actor.fc_mean.out_features
-    batch_size = observations.shape[0]
-    # begin_actor_updates and updated_policy of this module fill both fields.
-    policy = cast(PolicyForward, actor_pass.policy)
-    sample = squashed_sample(actor, policy.mean, policy.log_std)
-    first_layer = torch.baddbmm(
-        cast(torch.Tensor, actor_pass.observation_part),
-        sample.action.expand(members, *sample.action.shape),
-        critic.weights[0][:, -action_dim:],
-    )
-    # actor loss = mean_b(alpha * log_pi_b - min_q_b)
-    min_q, action_gradient = min_critic_action_gradient(
-        critic,
-        critic_forward(critic, first_layer),
-        action_dim=action_dim,
-        scale=-1.0 / batch_size,
-    )
-    actor_loss = (alpha * sample.log_prob.view(-1) - min_q).mean()
-    gradients = policy_gradients(
-        actor,
-        policy,
-        sample,
-        action_gradient=action_gradient,
-        log_prob_gradient=alpha / batch_size,
-    )
-    return gradients, actor_loss
+    @torch.no_grad()
+    def actor_gradients(
+        self,
+        nets: FastNetworks,
+        observations: torch.Tensor,
+        actor_pass: ActorPass,
+        *,
+        alpha: torch.Tensor | float,
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The actor's gradients and loss, backpropagated through each sample's smaller critic;
+        draws the actions (one normal draw)."""
+        actor, critic = nets.actor, nets.critic
+        members, action_dim = critic.weights[0].shape[0], actor.fc_mean.out_features
+        batch_size = observations.shape[0]
+        # begin_actor_updates and updated_policy of this class fill both fields.
+        policy = cast(PolicyForward, actor_pass.policy)
+        sample = squashed_sample(actor, policy.mean, policy.log_std)
+        first_layer = torch.baddbmm(
+            cast(torch.Tensor, actor_pass.observation_part),
+            sample.action.expand(members, *sample.action.shape),
+            critic.weights[0][:, -action_dim:],
+        )
+        # actor loss = mean_b(alpha * log_pi_b - min_q_b)
+        min_q, action_gradient = min_critic_action_gradient(
+            critic,
+            critic_forward(critic, first_layer, product_dtype=self.product_dtype),
+            action_dim=action_dim,
+            scale=-1.0 / batch_size,
+            product_dtype=self.product_dtype,
+        )
+        actor_loss = (alpha * sample.log_prob.view(-1) - min_q).mean()
+        gradients = policy_gradients(
+            actor,
+            policy,
+            sample,
+            action_gradient=action_gradient,
+            log_prob_gradient=alpha / batch_size,
+            product_dtype=self.product_dtype,
+        )
+        return gradients, actor_loss
 
+    @torch.no_grad()
+    def updated_policy(
+        self, nets: FastNetworks, observations: torch.Tensor, *, keep_graph: bool
+    ) -> PolicyForward:
+        """The updated actor's output: for the alpha loss, and the forward pass of the next
+        actor update (the actor does not change in between). No graph is ever needed here."""
+        return policy_forward(nets.actor, observations, product_dtype=self.product_dtype)
 
-@torch.no_grad()
-def updated_policy(
-    nets: FastNetworks, observations: torch.Tensor, *, keep_graph: bool
-) -> PolicyForward:
-    """The updated actor's output: for the alpha loss, and the forward pass of the next actor
-    update (the actor does not change in between). No graph is ever needed here."""
-    return policy_forward(nets.actor, observations)
-
-
-@torch.no_grad()
-def alpha_loss(
-    nets: FastNetworks, policy: Policy, *, log_alpha: torch.Tensor, target_entropy: float
-) -> torch.Tensor:
-    """The temperature loss on the updated actor's actions (one normal draw)."""
-    forward = cast(PolicyForward, policy)  # from this module's updated_policy
-    log_pi = squashed_sample(nets.actor, forward.mean, forward.log_std).log_prob
-    return alpha_loss_fn(log_alpha=log_alpha, log_pi=log_pi, target_entropy=target_entropy)
+    @torch.no_grad()
+    def alpha_loss(
+        self,
+        nets: FastNetworks,
+        policy: Policy,
+        *,
+        log_alpha: torch.Tensor,
+        target_entropy: float,
+    ) -> torch.Tensor:
+        """The temperature loss on the updated actor's actions (one normal draw)."""
+        forward = cast(PolicyForward, policy)  # from updated_policy
+        log_pi = squashed_sample(nets.actor, forward.mean, forward.log_std).log_prob
+        return alpha_loss_fn(log_alpha=log_alpha, log_pi=log_pi, target_entropy=target_entropy)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from sacbench.sac.algorithm import LOG_STD_MAX, LOG_STD_MIN, Actor
+from sacbench.sac.products import affine
 
 HALF_LOG_2PI = 0.9189385332046727  # log(2 pi) / 2
 LOG_STD_HALF_RANGE = 0.5 * (LOG_STD_MAX - LOG_STD_MIN)
@@ -29,14 +30,21 @@ class PolicyForward:
     log_std: torch.Tensor
 
 
-def policy_forward(actor: Actor, observations: torch.Tensor) -> PolicyForward:
+def policy_forward(
+    actor: Actor, observations: torch.Tensor, *, product_dtype: torch.dtype | None = None
+) -> PolicyForward:
     """sacbench.sac.algorithm.Actor.forward, keeping what the backward pass needs (and
     differentiable: the activations are computed in place where their backward does not read the
-    input)."""
-    hidden1 = torch.addmm(actor.fc1.bias, observations, actor.fc1.weight.t()).relu_()
-    hidden2 = torch.addmm(actor.fc2.bias, hidden1, actor.fc2.weight.t()).relu_()
-    mean = torch.addmm(actor.fc_mean.bias, hidden2, actor.fc_mean.weight.t())
-    log_std_tanh = torch.addmm(actor.fc_logstd.bias, hidden2, actor.fc_logstd.weight.t()).tanh_()
+    input). `product_dtype`: the precision of the products (sacbench.sac.products)."""
+    hidden1 = affine(actor.fc1.bias, observations, actor.fc1.weight.t(), dtype=product_dtype)
+    hidden1 = hidden1.relu_()
+    hidden2 = affine(actor.fc2.bias, hidden1, actor.fc2.weight.t(), dtype=product_dtype).relu_()
+    # Heads in the weights' precision even under torch.autocast (sacbench.sac.mixed_precision),
+    # whose products return bfloat16: the sampling and the log-probabilities stay float32.
+    dtype = actor.fc_mean.weight.dtype
+    mean = torch.addmm(actor.fc_mean.bias, hidden2, actor.fc_mean.weight.t()).to(dtype)
+    log_std_head = torch.addmm(actor.fc_logstd.bias, hidden2, actor.fc_logstd.weight.t())
+    log_std_tanh = log_std_head.to(dtype).tanh_()
     log_std = LOG_STD_MIN + LOG_STD_HALF_RANGE * (log_std_tanh + 1)
     return PolicyForward(observations, hidden1, hidden2, mean, log_std_tanh, log_std)
 

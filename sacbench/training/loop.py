@@ -20,6 +20,7 @@ import torch
 from sacbench.sac.algorithm import LOG_EVERY, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
 from sacbench.sac.learners import Learner, make_learner
+from sacbench.sac.mixed_precision import NATIVE_BF16_CPU_FLAGS, native_bf16_products
 from sacbench.training.envs import check_env_id, float32_observation, make_env, step_env
 from sacbench.training.evaluation import Evaluator, deterministic_policy, evaluation_due
 from sacbench.training.event_log import EventLog, SteadyWindow
@@ -65,6 +66,13 @@ def train(args: Args) -> int:
     if args.capture_video:
         check_rendering(args.env_id)  # a machine that cannot film fails before training
     device = resolve_device(args)
+    if args.precision == "bf16" and not native_bf16_products(device):
+        warnings.warn(
+            f"--precision bf16: this {device.type} has no bfloat16 matrix units "
+            f"({' or '.join(sorted(NATIVE_BF16_CPU_FLAGS))} on a CPU), so torch emulates the "
+            "products and they run slower than fp32",
+            stacklevel=2,
+        )
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
     # Before the event log's SummaryWriter exists, which W&B must see created (--track only).
     tracker = start_tracking(args=args, run_dir=run_dir.path, device=str(device))
