@@ -1,13 +1,18 @@
 """Learning sanity: does the trainer learn InvertedPendulum-v4 as CleanRL's SAC does?
 
-Trains InvertedPendulum-v4 with the default hyperparameters (learning_starts 5,000) for each
-seed and update path with the real trainer (`python -m sacbench.train`, one thread), then reads
-charts/episodic_return back from the run's event files and reports the first step at which an
-episode returned 1,000 (the task's maximum) and the mean return in coarse step bins. CleanRL's
-SAC reaches such episodes well before 25k steps; the fast path must behave alike.
+Trains a task (InvertedPendulum-v4 unless --env says otherwise) with the default
+hyperparameters (learning_starts 5,000) for each seed and update path with the real trainer
+(`python -m sacbench.train`, one thread), then reads charts/episodic_return back from the run's
+event files and reports the first step at which an episode returned --solved-return (1,000,
+InvertedPendulum-v4's maximum) and the mean return in coarse step bins. CleanRL's SAC reaches
+such episodes well before 25k steps; the fast path, and its --precision bf16 variant
+("fast-bf16"), must behave alike.
 
     python benchmarks/learning_sanity.py                                # fast path, seeds 1 and 2
     python benchmarks/learning_sanity.py --paths fast reference --out runs/sanity
+    python benchmarks/learning_sanity.py --paths fast fast-bf16 --seeds 1 2 3 4
+    python benchmarks/learning_sanity.py --env Hopper-v4 --paths fast fast-bf16 \
+        --total-timesteps 50000 --bin 5000 --solved-return 1000
 
 Runs already finished in --out are read, not trained again (the trainer refuses to retrain a
 finished run dir), so the script can be re-run to print the table.
@@ -26,15 +31,27 @@ import pandas as pd
 from tabulate import tabulate
 
 from sacbench.events import read_run_scalars
+from sacbench.training.envs import EnvError, env_spaces
 
-ENV_ID = "InvertedPendulum-v4"
-SOLVED_RETURN = 1000.0
+# The trainer's flags of each path.
+PATH_FLAGS = {
+    "fast": ("--update-path", "fast"),
+    "reference": ("--update-path", "reference"),
+    "fast-bf16": ("--update-path", "fast", "--precision", "bf16"),
+}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
-    parser.add_argument("--paths", nargs="+", default=["fast"], choices=["fast", "reference"])
+    parser.add_argument("--paths", nargs="+", default=["fast"], choices=list(PATH_FLAGS))
+    parser.add_argument("--env", default="InvertedPendulum-v4", help="the task to learn")
+    parser.add_argument(
+        "--solved-return",
+        type=float,
+        default=1000.0,
+        help="report the first step of an episode that returned at least this much",
+    )
     parser.add_argument("--total-timesteps", type=int, default=25_000)
     parser.add_argument("--bin", type=int, default=2_500, help="width of the return bins (steps)")
     parser.add_argument("--out", type=Path, default=Path("runs/learning_sanity"))
@@ -45,23 +62,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.bin <= 0:
         parser.error(f"--bin must be positive, got {args.bin}")
+    try:
+        env_spaces(args.env)
+    except EnvError as error:
+        parser.error(f"--env: {error}")
     return args
 
 
-def train(run_dir: Path, *, seed: int, path: str, total_timesteps: int) -> float:
+def train(run_dir: Path, *, env_id: str, seed: int, path: str, total_timesteps: int) -> float:
     """Train one run (or find it finished); return the wall seconds spent here."""
     command = [
         sys.executable,
         "-m",
         "sacbench.train",
         "--env-id",
-        ENV_ID,
+        env_id,
         "--seed",
         str(seed),
         "--total-timesteps",
         str(total_timesteps),
-        "--update-path",
-        path,
+        *PATH_FLAGS[path],
         "--threads",
         "1",
         "--run-dir",
@@ -77,11 +97,15 @@ def train(run_dir: Path, *, seed: int, path: str, total_timesteps: int) -> float
     return time.time() - started
 
 
-def summarise(returns: pd.DataFrame, *, bin_width: int, total: int) -> dict[str, object]:
-    solved = returns[returns["value"] >= SOLVED_RETURN]
+def summarise(
+    returns: pd.DataFrame, *, bin_width: int, total: int, solved_return: float
+) -> dict[str, object]:
+    solved = returns[returns["value"] >= solved_return]
     summary: dict[str, object] = {
         "episodes": len(returns),
-        "first step with return 1000": int(solved["step"].min()) if len(solved) else "never",
+        f"first step with return {solved_return:g}": (
+            int(solved["step"].min()) if len(solved) else "never"
+        ),
     }
     for start in range(0, total, bin_width):
         in_bin = returns[(returns["step"] >= start) & (returns["step"] < start + bin_width)]
@@ -95,20 +119,31 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for path in options.paths:
         for seed in options.seeds:
-            run_dir = options.out / path / str(seed)
-            seconds = train(run_dir, seed=seed, path=path, total_timesteps=options.total_timesteps)
+            run_dir = options.out / options.env / path / str(seed)
+            seconds = train(
+                run_dir,
+                env_id=options.env,
+                seed=seed,
+                path=path,
+                total_timesteps=options.total_timesteps,
+            )
             scalars = read_run_scalars(run_dir)
             returns = scalars[scalars["tag"] == "charts/episodic_return"]
             rows.append(
                 {
                     "path": path,
                     "seed": seed,
-                    **summarise(returns, bin_width=options.bin, total=options.total_timesteps),
+                    **summarise(
+                        returns,
+                        bin_width=options.bin,
+                        total=options.total_timesteps,
+                        solved_return=options.solved_return,
+                    ),
                     "wall s (this call)": f"{seconds:.0f}",
                 }
             )
             print(f"done: {path} seed {seed} in {seconds:.0f} s", flush=True)
-    print(f"\n{ENV_ID}, default hyperparameters, mean episodic return per step bin:")
+    print(f"\n{options.env}, default hyperparameters, mean episodic return per step bin:")
     print(tabulate(rows, headers="keys", tablefmt="github"))
     print(f"\nload average at the end: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0

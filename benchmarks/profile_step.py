@@ -15,8 +15,16 @@ and the learner's adam_step, is wrapped in a wall-clock timer (on CPU each call 
 and the rest of the update (the first layers' products, the target lerp, the small operations in
 between) is reported as the remainder.
 
+Last, what bounds the hand-written update: the same updates once more with every matrix product
+that the formulation's modules call replaced by a zero-filled result of its shape. What that
+costs is everything but the products (elementwise work, reductions, Adam, random draws, Python
+and dispatch); the plain time minus it is what the products take, and their rate against the
+lone matmul's says how close they run to what the core can do. It is an estimate: zeros change
+which critic each row's minimum picks, not the amount of elementwise work.
+
     python benchmarks/profile_step.py                       # HalfCheetah-v4 shapes
     python benchmarks/profile_step.py --env Humanoid-v4 --top 20
+    python benchmarks/profile_step.py --precision bf16      # the products in bfloat16
 """
 
 from __future__ import annotations
@@ -35,7 +43,7 @@ import torch
 from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
-from sacbench.sac import fast_learner, handwritten
+from sacbench.sac import ensemble, fast_learner, handwritten, policy, products
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
@@ -77,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the fast path's gradient formulation (autograd is what --compile compiles)",
     )
     parser.add_argument("--compile", action="store_true", help="profile the compiled fast path")
+    parser.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32", help="the trainer's --precision"
+    )
     args = parser.parse_args(argv)
     if args.updates <= 0 or args.batch_size <= 0:
         parser.error("--updates and --batch-size must be positive")
@@ -98,8 +109,8 @@ def gemm_flops(name: str, shapes: list[list[int]]) -> float:
     return 2.0 * a[0] * a[1] * a[2] * b[2]
 
 
-def matmul_peak_gflops() -> float:
-    a, b = torch.randn(256, 256), torch.randn(256, 256)
+def matmul_peak_gflops(dtype: torch.dtype = torch.float32) -> float:
+    a, b = torch.randn(256, 256, dtype=dtype), torch.randn(256, 256, dtype=dtype)
     for _ in range(20):
         a @ b
     best = float("inf")
@@ -158,6 +169,50 @@ def stage_times(run_updates: Callable[[], None], count: int) -> list[list[object
     return rows
 
 
+class TorchWithoutProducts:
+    """torch, as the formulation's modules see it, with each matrix product replaced by a
+    zero-filled result of the product's shape and dtype."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch, name)
+
+    @staticmethod
+    def mm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return left.new_zeros(left.shape[0], right.shape[1])
+
+    @staticmethod
+    def bmm(left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        batch = max(left.shape[0], right.shape[0])
+        return left.new_zeros(batch, left.shape[1], right.shape[2])
+
+    @staticmethod
+    def addmm(bias: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        return bias.expand(left.shape[0], right.shape[1]).clone()
+
+    @staticmethod
+    def baddbmm(bias: torch.Tensor, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+        batch = max(left.shape[0], right.shape[0])
+        return bias.expand(batch, left.shape[1], right.shape[2]).clone()
+
+
+# Every module whose functions the hand-written update calls products from.
+PRODUCT_CALLERS: tuple[ModuleType, ...] = (handwritten, policy, ensemble, products)
+
+
+def time_without_products(run_updates: Callable[[], None], count: int) -> float:
+    """Milliseconds per update with every product skipped (the learner's state is garbage
+    afterwards: call it last)."""
+    for module in PRODUCT_CALLERS:
+        module.torch = TorchWithoutProducts()  # type: ignore[attr-defined]
+    try:
+        started = time.perf_counter()
+        run_updates()
+        return (time.perf_counter() - started) / count * 1e3
+    finally:
+        for module in PRODUCT_CALLERS:
+            module.torch = torch  # type: ignore[attr-defined]
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     torch.set_num_threads(1)
@@ -168,7 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         obs_dim=obs_dim,
         action_low=-np.ones(action_dim, dtype=np.float32),
         action_high=np.ones(action_dim, dtype=np.float32),
-        args=Args(batch_size=options.batch_size, compile=options.compile),
+        args=Args(
+            batch_size=options.batch_size, compile=options.compile, precision=options.precision
+        ),
         device=torch.device("cpu"),
         gradients=options.gradients,
     )
@@ -223,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{options.env} shapes (obs {obs_dim}, act {action_dim}), batch {options.batch_size}, "
         f"1 thread, {'compiled' if options.compile else 'eager'} fast path, "
-        f"{options.gradients} gradients"
+        f"{options.gradients} gradients, --precision {options.precision}"
     )
     print(f"update without profiler: {plain_ms:.2f} ms; with profiler: {profiled_ms:.2f} ms\n")
     print(
@@ -266,6 +323,23 @@ def main(argv: list[str] | None = None) -> int:
             tablefmt="github",
         )
     )
+    if learner.gradients == "handwritten":
+        updates(options.updates, first)  # the plain time again, next to the one without products
+        started = time.perf_counter()
+        updates(options.updates, first)
+        plain_ms = (time.perf_counter() - started) / options.updates * 1e3
+        rest_ms = time_without_products(lambda: updates(options.updates, first), options.updates)
+        product_ms = plain_ms - rest_ms
+        mflop = gemm_flop / options.updates / 1e6
+        lone = f"a lone 256^3 float32 matmul runs at {peak:.0f} GFLOP/s here"
+        if options.precision == "bf16":
+            lone += f", a bfloat16 one at {matmul_peak_gflops(torch.bfloat16):.0f}"
+        rate = f"at {mflop / product_ms:.0f} GFLOP/s" if product_ms > 0 else "within the noise"
+        print(
+            f"\nWhat bounds it: the update takes {plain_ms:.2f} ms; with its products skipped "
+            f"{rest_ms:.2f} ms. The products take the difference, {product_ms:.2f} ms "
+            f"({mflop:.0f} MFLOP {rate}; {lone})."
+        )
     print(f"\nload average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0
 

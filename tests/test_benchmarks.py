@@ -7,7 +7,13 @@ import re
 import pytest
 import torch
 
-from benchmarks import batched_seeds, profile_step, shared_device_sps, update_throughput
+from benchmarks import (
+    batched_seeds,
+    learning_sanity,
+    profile_step,
+    shared_device_sps,
+    update_throughput,
+)
 from benchmarks.train_sps import shared_window_rates
 
 # Settings that only check the timing scripts work: tiny batches, two rounds of three updates.
@@ -36,6 +42,13 @@ def test_update_throughput_compares_all_three_paths_against_the_reference(capsys
         assert float(cells[3]) > 0 and float(cells[5]) > 0
 
 
+def test_update_throughput_bf16_adds_both_formulations_in_bfloat16(capsys):
+    assert update_throughput.main([*TINY_UPDATE_TIMING, "--bf16"]) == 0
+    rows = hopper_rows(capsys.readouterr().out)
+    assert set(rows) == {"reference", "fast-autograd", "fast", "fast-bf16", "fast-autograd-bf16"}
+    assert all(float(cells[5]) > 0 for cells in rows.values())
+
+
 def test_ratio_is_the_median_of_per_round_ratios():
     # Per-round ratios 2, 1.5 and 3: their median is 2; their mean would be 2.17 and the ratio
     # of the medians 1.5.
@@ -54,6 +67,27 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
                   "adam_step", "whole update"):  # fmt: skip
         assert float(stages.get(stage, 0)) > 0, f"{stage} missing or zero in:\n{out}"
     assert "GEMM" in out and "handwritten gradients" in out
+    bound = re.search(r"the update takes ([\d.]+) ms; with its products skipped ([\d.]+) ms", out)
+    assert bound is not None, out
+    assert float(bound[2]) > 0, out
+
+
+def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
+    argv = ["--env", "Hopper-v4", "--batch-size", "64", "--updates", "2", "--precision", "bf16"]
+    assert profile_step.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "--precision bf16" in out and "a bfloat16 one at" in out
+
+
+def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_tasks(capsys):
+    assert learning_sanity.PATH_FLAGS["fast-bf16"] == (
+        "--update-path", "fast", "--precision", "bf16"
+    )  # fmt: skip
+    options = learning_sanity.parse_args(["--env", "Hopper-v4", "--paths", "fast", "fast-bf16"])
+    assert options.paths == ["fast", "fast-bf16"] and options.solved_return == 1000.0
+    with pytest.raises(SystemExit):
+        learning_sanity.parse_args(["--env", "Hoper-v4"])
+    assert "--env: unknown env id 'Hoper-v4'" in capsys.readouterr().err
 
 
 def test_update_throughput_against_another_tree_times_both_in_workers(capsys):
