@@ -60,7 +60,9 @@ class FastLearner:
     "handwritten" (sacbench.sac.handwritten, the default in eager mode: no autograd graph, and
     the actor loss backpropagated through each sample's smaller critic only) or "autograd"
     (the loss functions of sacbench.sac.autograd through torch.autograd.grad; what --compile
-    compiles, since the handwritten form gathers rows by data-dependent counts).
+    compiles, since the handwritten form gathers rows by data-dependent counts). With
+    `args.precision == "bf16"` either runs its products in bfloat16 and keeps everything the
+    optimizers hold in float32 (sacbench.sac.mixed_precision).
     """
 
     def __init__(
