@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from sacbench.sac.products import affine
+
 
 class EnsembleCritic(nn.Module):
     """`members` Q-networks (concat -> 256 -> ReLU -> 256 -> ReLU -> 1) evaluated together.
@@ -62,16 +64,20 @@ class EnsembleCritic(nn.Module):
         return (h * w3.transpose(1, 2)).sum(-1) + b3.view(members, 1).expand(members, batch)
 
     def observation_part(
-        self, observations: torch.Tensor, *, detach_weights: bool = False
+        self,
+        observations: torch.Tensor,
+        *,
+        detach_weights: bool = False,
+        product_dtype: torch.dtype | None = None,
     ) -> torch.Tensor:
-        """The first layer's bias plus its observation product, [members, B, hidden]."""
+        """The first layer's bias plus its observation product, [members, B, hidden], the
+        product in `product_dtype` (sacbench.sac.products)."""
         w1, b1 = self.weights[0], self.biases[0]
         if detach_weights:
             w1, b1 = w1.detach(), b1.detach()
         members = w1.shape[0]
-        return torch.baddbmm(
-            b1, observations.expand(members, *observations.shape), w1[:, : self.obs_dim]
-        )
+        expanded = observations.expand(members, *observations.shape)
+        return affine(b1, expanded, w1[:, : self.obs_dim], dtype=product_dtype)
 
     @torch.no_grad()
     def load_from_pair(self, first: nn.Module, second: nn.Module) -> None:

@@ -114,8 +114,8 @@ class FastLearner:
         bf16 = args.precision == "bf16"
         self.formulation: Formulation
         if gradients == "handwritten":
-            # Its hidden layers' products only (sacbench.sac.products): the thin ones do not
-            # gain from bfloat16 on a CPU.
+            # Its long products only (sacbench.sac.products): thin ones gain nothing from
+            # bfloat16 on a CPU.
             self.formulation = HandwrittenFormulation(torch.bfloat16 if bf16 else None)
         else:
             self.formulation = AutogradFormulation(

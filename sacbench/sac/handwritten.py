@@ -226,17 +226,10 @@ class HandwrittenFormulation:
         """The actor's forward pass for the first actor update, and the critics' first-layer
         product with the observations, computed once: the critics do not change during the
         actor updates."""
-        critic, product_dtype = nets.critic, self.product_dtype
-        w1, b1 = critic.weights[0], critic.biases[0]
-        observation_part = affine(
-            b1,
-            observations.expand(w1.shape[0], *observations.shape),
-            w1[:, : critic.obs_dim],
-            dtype=product_dtype,
-        )
+        product_dtype = self.product_dtype
         return ActorPass(
             policy_forward(nets.actor, observations, product_dtype=product_dtype),
-            observation_part,
+            nets.critic.observation_part(observations, product_dtype=product_dtype),
         )
 
     @torch.no_grad()
