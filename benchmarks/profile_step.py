@@ -77,6 +77,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--env", default="HalfCheetah-v4", help="its sizes shape the update")
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--updates", type=int, default=20, help="profiled updates (even: 2 steps)")
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        default=300,
+        help="untimed updates first (bf16: oneDNN builds a kernel per row count of the actor "
+        "step's gathered products during the first few hundred)",
+    )
     parser.add_argument("--top", type=int, default=15, help="non-GEMM ops to list")
     parser.add_argument(
         "--gradients",
@@ -89,8 +96,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--precision", choices=["fp32", "bf16"], default="fp32", help="the trainer's --precision"
     )
     args = parser.parse_args(argv)
-    if args.updates <= 0 or args.batch_size <= 0:
-        parser.error("--updates and --batch-size must be positive")
+    if args.updates <= 0 or args.batch_size <= 0 or args.warmup < 0:
+        parser.error("--updates and --batch-size must be positive, --warmup non-negative")
     try:
         env_spaces(args.env)
     except EnvError as error:
@@ -243,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             learner.update(batches[step % len(batches)], schedule)
 
     first = LEARNING_STARTS + 2  # an even step: the profiled window starts with actor updates
-    updates(20, first)
+    updates(options.warmup, first)
     started = time.perf_counter()
     updates(options.updates, first)
     plain_ms = (time.perf_counter() - started) / options.updates * 1e3

@@ -59,7 +59,8 @@ def test_ratio_is_the_median_of_per_round_ratios():
 
 
 def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
-    assert profile_step.main(["--env", "Hopper-v4", "--batch-size", "16", "--updates", "4"]) == 0
+    argv = ["--env", "Hopper-v4", "--batch-size", "16", "--updates", "4", "--warmup", "2"]
+    assert profile_step.main(argv) == 0
     out = capsys.readouterr().out
     # tabulate aligns the decimal points, so a value may be followed by more than one space.
     stages = dict(re.findall(r"^\| (\w[\w ]+?) +\| +([\d.]+) +\|", out, flags=re.MULTILINE))
@@ -73,7 +74,8 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
 
 
 def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
-    argv = ["--env", "Hopper-v4", "--batch-size", "64", "--updates", "2", "--precision", "bf16"]
+    argv = ["--env", "Hopper-v4", "--batch-size", "64", "--updates", "2", "--warmup", "2",
+            "--precision", "bf16"]  # fmt: skip
     assert profile_step.main(argv) == 0
     out = capsys.readouterr().out
     assert "--precision bf16" in out and "a bfloat16 one at" in out

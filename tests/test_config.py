@@ -105,6 +105,16 @@ def test_variant_overrides_stay_sparse_and_win_over_train():
     assert list(big) == [name for name in CONFIGURABLE_ARGS if name in big]
 
 
+def test_readme_bf16_variant_is_a_valid_config_that_trains_with_bf16_products():
+    readme = (REPO / "README.md").read_text()
+    (block,) = [
+        text for text in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S) if "sac_bf16" in text
+    ]
+    config = validated_config(yaml.safe_load(block), schema=SCHEMA)
+    assert "--precision bf16" in trainer_cli(trainer_args(config, variant="sac_bf16"))
+    assert "--precision fp32" in trainer_cli(trainer_args(config, variant="sac_continuous_action"))
+
+
 # (config, fragments every one of which the error must contain: the key and the bad value)
 BAD_CONFIGS = {
     "unknown env id": ({"env_ids": ["Hopper-v4", "Ant-v9"]}, ["env_ids[1]", "'Ant-v9'"]),
@@ -165,6 +175,11 @@ BAD_CONFIGS = {
         ["variants.v.cudagraphs", "--compile"],
     ),
     "bad update path": ({"train": {"update_path": "turbo"}}, ["train.update_path", "'turbo'"]),
+    "bad precision": ({"variants": {"v": {"precision": "fp16"}}}, ["variants.v.precision", "fp16"]),
+    "bf16 on the reference path": (
+        {"variants": {"v": {"precision": "bf16", "update_path": "reference"}}},
+        ["variants.v", "--precision bf16", "--update-path fast"],
+    ),
     "too few bootstrap resamples": (
         {"report": {"bootstrap_resamples": 10}},
         ["report.bootstrap_resamples", "10"],
