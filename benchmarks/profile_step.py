@@ -129,13 +129,22 @@ def matmul_peak_gflops(dtype: torch.dtype = torch.float32) -> float:
     return 2 * 256**3 / best / 1e9
 
 
-def random_batch(obs_dim: int, action_dim: int, batch_size: int, generator: torch.Generator):
+def random_batch(
+    *,
+    obs_dim: int,
+    action_dim: int,
+    batch_size: int,
+    generator: torch.Generator,
+    termination_rate: float = 0.01,
+) -> Batch:
+    """Standard-normal observations and rewards, uniform actions in [-1, 1] (also used by the
+    tests that need a batch of given sizes)."""
     return Batch(
         observations=torch.randn(batch_size, obs_dim, generator=generator),
         next_observations=torch.randn(batch_size, obs_dim, generator=generator),
         actions=torch.rand(batch_size, action_dim, generator=generator) * 2 - 1,
         rewards=torch.randn(batch_size, generator=generator),
-        terminations=(torch.rand(batch_size, generator=generator) < 0.01).float(),
+        terminations=(torch.rand(batch_size, generator=generator) < termination_rate).float(),
     )
 
 
@@ -237,7 +246,15 @@ def main(argv: list[str] | None = None) -> int:
         gradients=options.gradients,
     )
     generator = torch.Generator().manual_seed(2)
-    batches = [random_batch(obs_dim, action_dim, options.batch_size, generator) for _ in range(8)]
+    batches = [
+        random_batch(
+            obs_dim=obs_dim,
+            action_dim=action_dim,
+            batch_size=options.batch_size,
+            generator=generator,
+        )
+        for _ in range(8)
+    ]
 
     def updates(count: int, first: int) -> None:
         for step in range(first, first + count):

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks import profile_step
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.batched import BatchedLearner, stack_batches
@@ -71,13 +72,12 @@ def seed_learner(
 
 
 def random_batch(generator: torch.Generator, obs_dim: int, low: np.ndarray) -> Batch:
-    action_dim = len(low)
-    return Batch(
-        observations=torch.randn(BATCH, obs_dim, generator=generator),
-        next_observations=torch.randn(BATCH, obs_dim, generator=generator),
-        actions=torch.rand(BATCH, action_dim, generator=generator) * 2 - 1,
-        rewards=torch.randn(BATCH, generator=generator),
-        terminations=(torch.rand(BATCH, generator=generator) < 0.1).float(),
+    return profile_step.random_batch(
+        obs_dim=obs_dim,
+        action_dim=len(low),
+        batch_size=BATCH,
+        generator=generator,
+        termination_rate=0.1,
     )
 
 

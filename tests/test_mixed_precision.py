@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from benchmarks import profile_step
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, recorded_run_args, run_defining_args, validate_args
 from sacbench.sac.fast_learner import FastLearner
@@ -55,12 +56,12 @@ def learner(gradients: str, *, precision: str) -> FastLearner:
 
 
 def random_batch(generator: torch.Generator) -> Batch:
-    return Batch(
-        observations=torch.randn(BATCH, OBS_DIM, generator=generator),
-        next_observations=torch.randn(BATCH, OBS_DIM, generator=generator),
-        actions=torch.rand(BATCH, ACTION_DIM, generator=generator) * 2 - 1,
-        rewards=torch.randn(BATCH, generator=generator),
-        terminations=(torch.rand(BATCH, generator=generator) < 0.3).float(),
+    return profile_step.random_batch(
+        obs_dim=OBS_DIM,
+        action_dim=ACTION_DIM,
+        batch_size=BATCH,
+        generator=generator,
+        termination_rate=0.3,
     )
 
 
