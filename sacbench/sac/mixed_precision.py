@@ -6,8 +6,10 @@ and its optimizer, and the gradients handed to Adam. The policy's heads, the sam
 log-probabilities, the Q-values, the targets and the losses are float32 too, so a bf16 run draws
 the same random numbers as a float32 run.
 
-- The hand-written formulation (the default) rounds only its hidden layers' 256 x 256 products
-  and keeps their results float32 (sacbench.sac.products, HandwrittenFormulation(product_dtype)).
+- The hand-written formulation (the default) rounds the operands of the products that are at
+  least 64 long on every side (the 256 x 256 hidden layers, wide input layers, the weight
+  gradients) and keeps their results float32 (sacbench.sac.products,
+  HandwrittenFormulation(product_dtype)).
 - The autograd formulation (and so --compile) runs under torch.autocast through MixedPrecision
   below: every product in bfloat16, activations bfloat16, gradients cast back to float32.
 

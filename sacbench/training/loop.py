@@ -68,9 +68,10 @@ def train(args: Args) -> int:
     device = resolve_device(args)
     if args.precision == "bf16" and not native_bf16_products(device):
         warnings.warn(
-            f"--precision bf16: this {device.type} has no bfloat16 matrix units "
-            f"({' or '.join(sorted(NATIVE_BF16_CPU_FLAGS))} on a CPU), so torch emulates the "
-            "products and they run slower than fp32",
+            f"--precision bf16: this machine's {device.type} has no bfloat16 matrix units (a "
+            f"CPU needs {' or '.join(sorted(NATIVE_BF16_CPU_FLAGS))} among its /proc/cpuinfo "
+            "flags, a GPU compute capability 8.0), so torch emulates the products and they run "
+            "slower than with --precision fp32",
             stacklevel=2,
         )
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
