@@ -9,6 +9,7 @@ import torch
 
 from benchmarks import (
     batched_seeds,
+    bf16_matmul,
     learning_sanity,
     profile_step,
     shared_device_sps,
@@ -79,6 +80,16 @@ def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
     assert profile_step.main(argv) == 0
     out = capsys.readouterr().out
     assert "--precision bf16" in out and "a bfloat16 one at" in out
+
+
+def test_bf16_matmul_prints_both_rates_their_ratio_and_the_cpus_bf16_units(capsys):
+    assert bf16_matmul.main(["--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    rates = dict(re.findall(r"^\| (float32|bfloat16) +\| +(\d+) +\|", out, flags=re.MULTILINE))
+    assert set(rates) == {"float32", "bfloat16"} and all(int(rate) > 0 for rate in rates.values())
+    ratio = re.search(r"bfloat16 / float32: ([\d.]+) \(median of 1 alternating rounds\)", out)
+    assert ratio is not None and float(ratio[1]) > 0, out
+    assert re.search(r"bfloat16 units in /proc/cpuinfo: (yes|no)", out), out
 
 
 def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_tasks(capsys):
