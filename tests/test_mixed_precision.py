@@ -46,20 +46,22 @@ class ProductLog(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def learner(gradients: str, *, precision: str) -> FastLearner:
+def learner(
+    gradients: str, *, precision: str, batch_size: int = BATCH, obs_dim: int = OBS_DIM
+) -> FastLearner:
     torch.manual_seed(0)
-    args = Args(batch_size=BATCH, precision=precision)  # type: ignore[arg-type]
+    args = Args(batch_size=batch_size, precision=precision)  # type: ignore[arg-type]
     reference = ReferenceLearner(
-        obs_dim=OBS_DIM, action_low=LOW, action_high=HIGH, args=args, device=CPU
+        obs_dim=obs_dim, action_low=LOW, action_high=HIGH, args=args, device=CPU
     )
     return FastLearner.from_reference(reference, device=CPU, gradients=gradients)
 
 
-def random_batch(generator: torch.Generator) -> Batch:
+def random_batch(generator: torch.Generator, fast: FastLearner) -> Batch:
     return profile_step.random_batch(
-        obs_dim=OBS_DIM,
+        obs_dim=fast.actor.fc1.in_features,
         action_dim=ACTION_DIM,
-        batch_size=BATCH,
+        batch_size=fast.args.batch_size,
         generator=generator,
         termination_rate=0.3,
     )
@@ -72,7 +74,7 @@ def run_steps(fast: FastLearner, steps: range) -> list[dict[str, float]]:
         schedule = update_schedule(global_step, learning_starts=5000, policy_frequency=2,
                                    target_network_frequency=1)  # fmt: skip
         torch.manual_seed(global_step)
-        update = fast.update(random_batch(generator), schedule)
+        update = fast.update(random_batch(generator, fast), schedule)
         metrics.append({name: float(value) for name, value in update.items()})
     return metrics
 
@@ -95,6 +97,18 @@ def test_handwritten_bf16_rounds_exactly_the_products_long_on_every_side():
     assert len(hidden) >= 12 and len(inputs) >= 5 and thin  # thin: heads and action columns
     assert {(left, right) for left, right, _ in long} == {(torch.bfloat16, torch.bfloat16)}
     assert {(left, right) for left, right, _ in thin} == {(torch.float32, torch.float32)}
+
+
+def test_handwritten_bf16_with_only_thin_products_never_touches_bfloat16():
+    """A batch of 32 and 11 observation columns: no product is long on every side, so a bf16
+    update computes what a float32 one does, without even rounding a shared operand."""
+    thin = {"batch_size": 32, "obs_dim": 11}
+    log = one_step_products(learner("handwritten", precision="bf16", **thin))
+    assert log.products and torch.bfloat16 not in log.dtypes
+    bf16, fp32 = (learner("handwritten", precision=p, **thin) for p in ("bf16", "fp32"))
+    steps = range(5001, 5005)
+    assert run_steps(bf16, steps) == run_steps(fp32, steps)
+    assert torch.equal(flat(bf16.actor), flat(fp32.actor))
 
 
 def test_autograd_bf16_runs_every_product_in_bfloat16():

@@ -30,7 +30,7 @@ from sacbench.sac.policy import (
     policy_forward,
     squashed_sample,
 )
-from sacbench.sac.products import affine, operand, product
+from sacbench.sac.products import affine, product, shared_operand
 
 
 def policy_gradients(
@@ -57,7 +57,8 @@ def policy_gradients(
     d_head = d_log_std.mul_(LOG_STD_HALF_RANGE * (1 - policy.log_std_tanh.pow(2)))
     d_hidden2 = torch.mm(d_mean, actor.fc_mean.weight).addmm_(d_head, actor.fc_logstd.weight)
     relu_backward_(d_hidden2, policy.hidden2)
-    d_hidden2_operand = operand(d_hidden2, product_dtype)  # rounded once for both products
+    # Both products below have sides (B, 256, 256): they round alike, so d_hidden2 once.
+    d_hidden2_operand = shared_operand(d_hidden2, actor.fc2.weight, product_dtype)
     d_hidden1 = product(d_hidden2_operand, actor.fc2.weight, dtype=product_dtype)
     relu_backward_(d_hidden1, policy.hidden1)
     return (
@@ -134,7 +135,8 @@ def critic_loss_gradients(
     d_q = error.mul_(2.0 / batch).unsqueeze(2)  # [members, B, 1]
     d_hidden2 = d_q * w3.transpose(1, 2)
     relu_backward_(d_hidden2, forward.hidden2)
-    d_hidden2_operand = operand(d_hidden2, product_dtype)  # rounded once for both products
+    # Both products below have sides (B, 256, 256): they round alike, so d_hidden2 once.
+    d_hidden2_operand = shared_operand(d_hidden2, w2.transpose(1, 2), product_dtype)
     d_hidden1 = product(d_hidden2_operand, w2.transpose(1, 2), dtype=product_dtype)
     relu_backward_(d_hidden1, forward.hidden1)
     gradients = (

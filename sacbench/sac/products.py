@@ -22,9 +22,12 @@ def rounds(left: torch.Tensor, right: torch.Tensor, dtype: torch.dtype | None) -
     return dtype is not None and min(sides) >= MIN_ROUNDED_SIDE
 
 
-def operand(tensor: torch.Tensor, dtype: torch.dtype | None) -> torch.Tensor:
-    """`tensor` rounded to `dtype` once, for several products (None: as it is)."""
-    return tensor if dtype is None else tensor.to(dtype)
+def shared_operand(
+    left: torch.Tensor, right: torch.Tensor, dtype: torch.dtype | None
+) -> torch.Tensor:
+    """`left` rounded once for several products that round as left @ right does; as it is when
+    that product stays float32 (a thin one, or no `dtype`)."""
+    return left.to(dtype) if rounds(left, right, dtype) else left
 
 
 def product(left: torch.Tensor, right: torch.Tensor, *, dtype: torch.dtype | None) -> torch.Tensor:
