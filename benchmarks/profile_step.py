@@ -20,7 +20,11 @@ that the formulation's modules call replaced by a zero-filled result of its shap
 costs is everything but the products (elementwise work, reductions, Adam, random draws, Python
 and dispatch); the plain time minus it is what the products take, and their rate against the
 lone matmul's says how close they run to what the core can do. It is an estimate: zeros change
-which critic each row's minimum picks, not the amount of elementwise work.
+which critic each row's minimum picks, not the amount of elementwise work. The reference
+update is timed in the same run (alternating rounds on the same batches), so the last line
+gives the fast update's ratio now, the time 2.5x would need, and the ratio the update could
+reach if everything but its products cost nothing: the most that fusing, preallocating or
+compiling the rest can give on this CPU.
 
     python benchmarks/profile_step.py                       # HalfCheetah-v4 shapes
     python benchmarks/profile_step.py --env Humanoid-v4 --top 20
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -47,6 +52,7 @@ from sacbench.sac import ensemble, fast_learner, handwritten, policy, products
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.reference_learner import ReferenceLearner
 from sacbench.training.envs import EnvError, env_spaces
 
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
@@ -229,6 +235,61 @@ def time_without_products(run_updates: Callable[[], None], count: int) -> float:
             module.torch = torch  # type: ignore[attr-defined]
 
 
+def run_updates(learner: Any, batches: list[Batch], steps: range) -> None:
+    """The updates of `steps` on CleanRL's schedule (policy_frequency 2), cycling the batches."""
+    for step in steps:
+        schedule = update_schedule(
+            step, learning_starts=LEARNING_STARTS, policy_frequency=2, target_network_frequency=1
+        )
+        learner.update(batches[step % len(batches)], schedule)
+
+
+def alternating_update_times(
+    learners: dict[str, Any],
+    batches: list[Batch],
+    *,
+    count: int,
+    first: int,
+    warmup: int,
+    rounds: int = 5,
+) -> tuple[float, float]:
+    """Milliseconds per update of learners["fast"] and learners["reference"] (medians of
+    `rounds` alternating rounds of `count` updates on the same batches)."""
+    times: dict[str, list[float]] = {name: [] for name in learners}
+
+    def run(learner: Any, steps: range) -> None:
+        for step in steps:
+            schedule = update_schedule(
+                step,
+                learning_starts=LEARNING_STARTS,
+                policy_frequency=2,
+                target_network_frequency=1,
+            )
+            learner.update(batches[step % len(batches)], schedule)
+
+    for learner in learners.values():
+        run(learner, range(first, first + warmup))
+    for round_index in range(rounds):
+        order = list(learners) if round_index % 2 == 0 else list(reversed(learners))
+        for name in order:
+            started = time.perf_counter()
+            run_updates(learners[name], batches, range(first, first + count))
+            times[name].append((time.perf_counter() - started) / count * 1e3)
+    return statistics.median(times["fast"]), statistics.median(times["reference"])
+
+
+def bound_line(reference_ms: float, fast_ms: float, product_ms: float, floor_ms: float) -> str:
+    """The fast update against the reference's in the same run, and the most it could gain if
+    everything but the products cost nothing: at the products' rate here, and at the lone
+    matmul's."""
+    return (
+        f"Against the reference update ({reference_ms:.2f} ms in the same run, alternating "
+        f"rounds): now {reference_ms / fast_ms:.2f}x; 2.5x needs {reference_ms / 2.5:.2f} ms. "
+        f"With everything but the products free: {reference_ms / product_ms:.2f}x at the "
+        f"products' rate here, {reference_ms / floor_ms:.2f}x at the lone matmul's."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     torch.set_num_threads(1)
@@ -257,14 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
 
     def updates(count: int, first: int) -> None:
-        for step in range(first, first + count):
-            schedule = update_schedule(
-                step,
-                learning_starts=LEARNING_STARTS,
-                policy_frequency=2,
-                target_network_frequency=1,
-            )
-            learner.update(batches[step % len(batches)], schedule)
+        run_updates(learner, batches, range(first, first + count))
 
     first = LEARNING_STARTS + 2  # an even step: the profiled window starts with actor updates
     updates(options.warmup, first)
@@ -348,22 +402,35 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     if learner.gradients == "handwritten":
-        updates(options.updates, first)  # the plain time again, next to the one without products
-        started = time.perf_counter()
-        updates(options.updates, first)
-        plain_ms = (time.perf_counter() - started) / options.updates * 1e3
+        reference = ReferenceLearner(
+            obs_dim=obs_dim,
+            action_low=-np.ones(action_dim, dtype=np.float32),
+            action_high=np.ones(action_dim, dtype=np.float32),
+            args=Args(batch_size=options.batch_size),
+            device=torch.device("cpu"),
+        )
+        plain_ms, reference_ms = alternating_update_times(
+            {"fast": learner, "reference": reference},
+            batches,
+            count=options.updates,
+            first=first,
+            warmup=min(options.warmup, 100),
+        )
         rest_ms = time_without_products(lambda: updates(options.updates, first), options.updates)
         product_ms = plain_ms - rest_ms
         mflop = gemm_flop / options.updates / 1e6
         lone = f"a lone 256^3 float32 matmul runs at {peak:.0f} GFLOP/s here"
+        lone_rate = peak
         if options.precision == "bf16":
-            lone += f", a bfloat16 one at {matmul_peak_gflops(torch.bfloat16):.0f}"
+            lone_rate = matmul_peak_gflops(torch.bfloat16)
+            lone += f", a bfloat16 one at {lone_rate:.0f}"
         rate = f"at {mflop / product_ms:.0f} GFLOP/s" if product_ms > 0 else "within the noise"
         print(
             f"\nWhat bounds it: the update takes {plain_ms:.2f} ms; with its products skipped "
             f"{rest_ms:.2f} ms. The products take the difference, {product_ms:.2f} ms "
             f"({mflop:.0f} MFLOP {rate}; {lone})."
         )
+        print(bound_line(reference_ms, plain_ms, product_ms, mflop / lone_rate))
     print(f"\nload average: {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     return 0
 

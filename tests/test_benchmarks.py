@@ -13,6 +13,7 @@ from benchmarks import (
     learning_sanity,
     profile_step,
     shared_device_sps,
+    step_parts,
     update_throughput,
 )
 from benchmarks.train_sps import shared_window_rates
@@ -72,6 +73,13 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
     bound = re.search(r"the update takes ([\d.]+) ms; with its products skipped ([\d.]+) ms", out)
     assert bound is not None, out
     assert float(bound[2]) > 0, out
+    against = re.search(
+        r"Against the reference update \(([\d.]+) ms .*\): now ([\d.]+)x; 2.5x needs ([\d.]+) ms",
+        out,
+    )
+    assert against is not None, out
+    assert float(against[3]) == pytest.approx(float(against[1]) / 2.5, abs=0.006), out
+    assert float(against[2]) == pytest.approx(float(against[1]) / float(bound[1]), rel=0.01), out
 
 
 def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
@@ -90,6 +98,26 @@ def test_bf16_matmul_prints_both_rates_their_ratio_and_the_cpus_bf16_units(capsy
     ratio = re.search(r"bfloat16 / float32: ([\d.]+) \(median of 1 alternating rounds\)", out)
     assert ratio is not None and float(ratio[1]) > 0, out
     assert re.search(r"bfloat16 units in /proc/cpuinfo: (yes|no)", out), out
+
+
+def test_step_parts_times_each_part_of_real_training_steps_and_the_folds_ceiling(capsys):
+    argv = ["--envs", "Hopper-v4", "--fill", "300", "--rounds", "1", "--steps", "4",
+            "--repeats", "2"]  # fmt: skip
+    assert step_parts.main(argv) == 0
+    out = capsys.readouterr().out
+    parts = dict(re.findall(r"^\| Hopper-v4 +\| ([\w +]+?) +\| +([\d.]+) +\|", out, re.MULTILINE))
+    assert set(parts) == {*step_parts.PARTS, "whole step"}, out
+    assert all(float(parts[part]) > 0 for part in step_parts.PARTS), out
+    whole = sum(float(parts[part]) for part in step_parts.PARTS)
+    assert float(parts["whole step"]) == pytest.approx(whole, abs=0.005), out
+    fold = re.search(r"as a 257th row (-?[\d.]+) ms +\| +(-?[\d.]+) saved +\| +([\d.]+)x", out)
+    assert fold is not None and float(fold[3]) > 0, out
+
+
+def test_step_parts_refuses_an_odd_step_count(capsys):
+    with pytest.raises(SystemExit):
+        step_parts.main(["--steps", "3"])
+    assert "--steps must be even and at least 4" in capsys.readouterr().err
 
 
 def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_tasks(capsys):
