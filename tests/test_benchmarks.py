@@ -11,6 +11,7 @@ from benchmarks import (
     batched_seeds,
     bf16_matmul,
     learning_sanity,
+    levers,
     profile_step,
     shared_device_sps,
     step_parts,
@@ -118,6 +119,45 @@ def test_step_parts_refuses_an_odd_step_count(capsys):
     with pytest.raises(SystemExit):
         step_parts.main(["--steps", "3"])
     assert "--steps must be even and at least 4" in capsys.readouterr().err
+
+
+TINY_LEVER = ["--env", "Hopper-v4", "--batch-size", "16", "--rounds", "2", "--updates", "3",
+              "--warmup", "1", "--check", "4"]  # fmt: skip
+
+
+def test_preallocated_outputs_lever_computes_the_default_update_bit_for_bit(capsys):
+    assert levers.main(["preallocated-outputs", *TINY_LEVER]) == 0
+    out = capsys.readouterr().out
+    buffers = re.search(r"preallocated-outputs \((\d+) buffers\)", out)
+    assert buffers is not None and int(buffers[1]) > 0, out
+    assert "after 4 updates from the same state and draws differ by at most 0.00e+00" in out, out
+    ratio = re.search(r"default / lever: ([\d.]+) \(median of per-round ratios", out)
+    assert ratio is not None and float(ratio[1]) > 0, out
+
+
+def test_compiled_critic_step_lever_matches_the_default_within_rounding(capsys):
+    assert levers.main(["compiled-critic-step", *TINY_LEVER]) == 0
+    out = capsys.readouterr().out
+    difference = re.search(r"differ by at most ([\d.e+-]+) ", out)
+    assert difference is not None and float(difference[1]) < 1e-4, out
+    assert re.search(r"default / lever: [\d.]+ ", out), out
+
+
+def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsys):
+    assert levers.main(["python-dispatch", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    rows = re.findall(r"^\| (\[[\d, ]+\]) +\| +([\d.]+) \| +([\d.]+) \|", out, re.MULTILINE)
+    assert [shape for shape, _, _ in rows] == [str(list(s)) for s in levers.DISPATCH_SHAPES], out
+    assert all(float(python) > 0 and float(cpp) > 0 for _, python, cpp in rows), out
+
+
+def test_levers_refuse_an_unknown_lever_and_bad_counts(capsys):
+    with pytest.raises(SystemExit):
+        levers.main(["fused-everything"])
+    assert "invalid choice: 'fused-everything'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        levers.main(["preallocated-outputs", "--rounds", "0"])
+    assert "--rounds must be positive, got 0" in capsys.readouterr().err
 
 
 def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_tasks(capsys):

@@ -1,0 +1,329 @@
+"""Levers tried on the fast update and not kept, each timed against the default in one run.
+
+    python benchmarks/levers.py preallocated-outputs [--env Humanoid-v4] [--rounds 13]
+    python benchmarks/levers.py compiled-critic-step [--rounds 9]
+    python benchmarks/levers.py python-dispatch
+
+- preallocated-outputs: every product of the hand-written update writes with out= into a buffer
+  kept per call site (keyed by the step's parity, the call's position in the update and the
+  shape), so no product allocates and each writes to the same memory on every update. Products
+  whose row count changes (the actor step's gathered rows) allocate as before.
+- compiled-critic-step: the hand-written critic step (`HandwrittenFormulation.critic_gradients`)
+  compiled by torch.compile (inductor), which fuses its elementwise work into C++ kernels; its
+  ReLU backward becomes `masked_fill_`, since threshold_backward's out= form does not trace.
+- python-dispatch: what calling an ATen operation from Python costs over calling it from C++,
+  on the update's tensor shapes (a C++ loop built with torch.utils.cpp_extension.load_inline,
+  which needs a C++ compiler and ninja).
+
+The first two build two fast learners from the same seed, check how far their parameters differ
+after `--check` updates from the same state and draws, then time them in alternating rounds of
+`--updates` updates on the same batches, one thread, and print the median of the per-round
+ratios default / lever (above 1: the lever is faster).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tabulate import tabulate
+
+from sacbench import private_api
+from sacbench.sac import handwritten
+from sacbench.sac.algorithm import Batch
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.training.envs import EnvError, env_spaces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
+from profile_step import (  # noqa: E402
+    LEARNING_STARTS,
+    PRODUCT_CALLERS,
+    random_batch,
+    run_updates,
+)
+
+LEVERS = ("preallocated-outputs", "compiled-critic-step", "python-dispatch")
+PRODUCTS = ("mm", "bmm", "addmm", "baddbmm")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("lever", choices=LEVERS)
+    parser.add_argument("--env", default="HalfCheetah-v4", help="its sizes shape the update")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=9, help="alternating timed rounds")
+    parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
+    parser.add_argument("--warmup", type=int, default=50, help="untimed updates per learner")
+    parser.add_argument("--check", type=int, default=16, help="updates compared for equality")
+    options = parser.parse_args(argv)
+    for name in ("batch_size", "rounds", "updates", "warmup", "check"):
+        if getattr(options, name) <= 0:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"{flag} must be positive, got {getattr(options, name)}")
+    try:
+        env_spaces(options.env)
+    except EnvError as error:
+        parser.error(f"--env: {error}")
+    return options
+
+
+class PreallocatedProducts:
+    """torch as the formulation's modules see it, with each product writing into a buffer kept
+    for its call site while `enabled`."""
+
+    def __init__(self, static_sides: set[int]) -> None:
+        self.static_sides = static_sides
+        self.enabled = False
+        self.step_parity = 0
+        self.call = 0
+        self.buffers: dict[tuple[int, int, tuple[int, ...]], torch.Tensor] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(torch, name)
+        if name not in PRODUCTS:
+            return function
+
+        def into_buffer(*operands: torch.Tensor) -> torch.Tensor:
+            if not self.enabled:
+                return function(*operands)
+            self.call += 1
+            left, right = operands[-2], operands[-1]
+            if left.dim() == 2:
+                shape: tuple[int, ...] = (left.shape[0], right.shape[1])
+            else:
+                shape = (max(left.shape[0], right.shape[0]), left.shape[1], right.shape[2])
+            if not set(shape) <= self.static_sides:
+                return function(*operands)
+            key = (self.step_parity, self.call, shape)
+            if key not in self.buffers:
+                self.buffers[key] = torch.empty(shape, dtype=left.dtype)
+            return function(*operands, out=self.buffers[key])
+
+        return into_buffer
+
+
+def traceable_relu_backward_(gradient: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
+    return gradient.masked_fill_(activation <= 0, 0.0)
+
+
+def traceable_relu_backward(gradient: torch.Tensor, activation: torch.Tensor) -> torch.Tensor:
+    return gradient.masked_fill(activation <= 0, 0.0)
+
+
+@contextmanager
+def traceable_relu_backward_in_handwritten() -> Iterator[None]:
+    handwritten.relu_backward_ = traceable_relu_backward_  # type: ignore[assignment]
+    handwritten.relu_backward = traceable_relu_backward  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        handwritten.relu_backward_ = private_api.relu_backward_  # type: ignore[assignment]
+        handwritten.relu_backward = private_api.relu_backward  # type: ignore[assignment]
+
+
+class CompiledCriticStep(handwritten.HandwrittenFormulation):
+    """The hand-written formulation with its critic step compiled by inductor."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        object.__setattr__(self, "compiled", torch.compile(self._critic_step, dynamic=False))
+
+    def _critic_step(
+        self, nets: Any, batch: Batch, alpha: torch.Tensor | float, gamma: float
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        return super().critic_gradients(nets, batch, alpha=alpha, gamma=gamma)
+
+    def critic_gradients(  # type: ignore[override]
+        self, nets: Any, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        with traceable_relu_backward_in_handwritten():
+            return self.compiled(nets, batch, alpha, gamma)
+
+
+def fast_learner(*, obs_dim: int, action_dim: int, batch_size: int) -> FastLearner:
+    torch.manual_seed(1)
+    return FastLearner(
+        obs_dim=obs_dim,
+        action_low=-np.ones(action_dim, dtype=np.float32),
+        action_high=np.ones(action_dim, dtype=np.float32),
+        args=Args(batch_size=batch_size),
+        device=torch.device("cpu"),
+    )
+
+
+def max_parameter_difference(first: FastLearner, second: FastLearner) -> float:
+    pairs = zip(
+        [*first.actor.parameters(), *first.critic.parameters()],
+        [*second.actor.parameters(), *second.critic.parameters()],
+        strict=True,
+    )
+    return max((mine - theirs).abs().max().item() for mine, theirs in pairs)
+
+
+def compare_updates(options: argparse.Namespace) -> list[str]:
+    spaces = env_spaces(options.env)
+    obs_dim, action_dim = spaces.observation_size, spaces.action_size
+    generator = torch.Generator().manual_seed(2)
+    batches = [
+        random_batch(
+            obs_dim=obs_dim,
+            action_dim=action_dim,
+            batch_size=options.batch_size,
+            generator=generator,
+        )
+        for _ in range(8)
+    ]
+    default = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
+    lever = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
+    first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates
+    preallocated: PreallocatedProducts | None = None
+    if options.lever == "preallocated-outputs":
+        preallocated = PreallocatedProducts({1, 2, options.batch_size, obs_dim, action_dim,
+                                             obs_dim + action_dim, 256})  # fmt: skip
+        for module in PRODUCT_CALLERS:
+            module.torch = preallocated  # type: ignore[attr-defined]
+    else:
+        lever.formulation = CompiledCriticStep()
+
+    def run(learner: FastLearner, steps: range) -> None:
+        if preallocated is None:
+            run_updates(learner, batches, steps)
+            return
+        preallocated.enabled = learner is lever
+        for step in steps:
+            preallocated.step_parity, preallocated.call = step % 2, 0
+            run_updates(learner, batches, range(step, step + 1))
+
+    try:
+        compile_started = time.perf_counter()
+        for learner in (default, lever):
+            torch.manual_seed(3)  # the same draws for both: any difference is rounding
+            run(learner, range(first, first + options.check))
+        difference = max_parameter_difference(default, lever)
+        setup_seconds = time.perf_counter() - compile_started
+        for learner in (default, lever):
+            run(learner, range(first, first + options.warmup))
+        ratios, times = [], {"default": [], "lever": []}
+        for round_index in range(options.rounds):
+            order = [("default", default), ("lever", lever)]
+            for name, learner in order if round_index % 2 == 0 else reversed(order):
+                started = time.perf_counter()
+                run(learner, range(first, first + options.updates))
+                times[name].append((time.perf_counter() - started) / options.updates * 1e3)
+            ratios.append(times["default"][-1] / times["lever"][-1])
+    finally:
+        for module in PRODUCT_CALLERS:
+            module.torch = torch  # type: ignore[attr-defined]
+    used = f"{len(preallocated.buffers)} buffers" if preallocated else "inductor-compiled"
+    return [
+        f"{options.lever} ({used}), {options.env} shapes, batch {options.batch_size}, 1 thread",
+        f"parameters after {options.check} updates from the same state and draws differ by at "
+        f"most {difference:.2e} (first {options.check} updates of both, compilation included: "
+        f"{setup_seconds:.1f} s)",
+        f"ms per update: default {statistics.median(times['default']):.2f}, lever "
+        f"{statistics.median(times['lever']):.2f} (medians of {options.rounds} alternating "
+        f"rounds of {options.updates})",
+        f"default / lever: {statistics.median(ratios):.3f} (median of per-round ratios; "
+        f"quartiles {quartiles(ratios)})",
+    ]
+
+
+def quartiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.3f}-{values[0]:.3f}"
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.3f}-{high:.3f}"
+
+
+DISPATCH_SOURCE = r"""
+#include <torch/extension.h>
+#include <chrono>
+// add, mul and an in-place relu, `count` times: the same ATen calls as the Python loop.
+double three_ops_seconds(torch::Tensor left, torch::Tensor right, int64_t count) {
+  auto started = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < count; ++i) {
+    auto sum = at::add(left, right);
+    auto product = at::mul(sum, right);
+    sum.relu_();
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+"""
+
+DISPATCH_SHAPES = ((1, 6), (256, 6), (256, 256), (2, 256, 256))
+
+
+def python_three_ops_seconds(left: torch.Tensor, right: torch.Tensor, count: int) -> float:
+    started = time.perf_counter()
+    for _ in range(count):
+        total = torch.add(left, right)
+        torch.mul(total, right)
+        total.relu_()
+    return time.perf_counter() - started
+
+
+def dispatch_cost(options: argparse.Namespace) -> list[str]:
+    from torch.utils.cpp_extension import load_inline
+
+    with tempfile.TemporaryDirectory() as build:
+        started = time.perf_counter()
+        extension = load_inline(
+            "sacbench_dispatch_cost",
+            cpp_sources=DISPATCH_SOURCE,
+            functions=["three_ops_seconds"],
+            build_directory=build,
+            extra_cflags=["-O2"],
+        )
+        built_seconds = time.perf_counter() - started
+        rows: list[list[object]] = []
+        for shape in DISPATCH_SHAPES:
+            left, right = torch.randn(shape), torch.randn(shape)
+            count = 3000 if shape[-1] < 256 else 300
+            from_python, from_cpp = [], []
+            for _ in range(options.rounds):
+                from_python.append(python_three_ops_seconds(left, right, count) / count / 3 * 1e6)
+                from_cpp.append(extension.three_ops_seconds(left, right, count) / count / 3 * 1e6)
+            python_us, cpp_us = statistics.median(from_python), statistics.median(from_cpp)
+            rows.append(
+                [str(list(shape)), f"{python_us:.2f}", f"{cpp_us:.2f}", f"{python_us - cpp_us:.2f}"]
+            )
+    table = tabulate(
+        rows,
+        headers=["tensor", "µs per op from Python", "from C++", "Python's share"],
+        tablefmt="github",
+    )
+    return [
+        table,
+        f"\nadd, mul and relu_ in a loop, medians of {options.rounds} rounds, 1 thread; the C++ "
+        f"loop was built in {built_seconds:.0f} s",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    torch.set_num_threads(1)
+    if options.lever == "compiled-critic-step":
+        private_api.eager_random_in_compiled_code()
+    lines = (
+        dispatch_cost(options) if options.lever == "python-dispatch" else compare_updates(options)
+    )
+    print("\n".join(lines))
+    print(
+        f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
