@@ -256,19 +256,8 @@ def alternating_update_times(
     """Milliseconds per update of learners["fast"] and learners["reference"] (medians of
     `rounds` alternating rounds of `count` updates on the same batches)."""
     times: dict[str, list[float]] = {name: [] for name in learners}
-
-    def run(learner: Any, steps: range) -> None:
-        for step in steps:
-            schedule = update_schedule(
-                step,
-                learning_starts=LEARNING_STARTS,
-                policy_frequency=2,
-                target_network_frequency=1,
-            )
-            learner.update(batches[step % len(batches)], schedule)
-
     for learner in learners.values():
-        run(learner, range(first, first + warmup))
+        run_updates(learner, batches, range(first, first + warmup))
     for round_index in range(rounds):
         order = list(learners) if round_index % 2 == 0 else list(reversed(learners))
         for name in order:
@@ -282,9 +271,13 @@ def bound_line(reference_ms: float, fast_ms: float, product_ms: float, floor_ms:
     """The fast update against the reference's in the same run, and the most it could gain if
     everything but the products cost nothing: at the products' rate here, and at the lone
     matmul's."""
-    return (
+    against = (
         f"Against the reference update ({reference_ms:.2f} ms in the same run, alternating "
         f"rounds): now {reference_ms / fast_ms:.2f}x; 2.5x needs {reference_ms / 2.5:.2f} ms. "
+    )
+    if product_ms <= 0:  # the products within the timing noise: only a tiny batch does that
+        return against + "The products are within the noise here: no bound to give."
+    return against + (
         f"With everything but the products free: {reference_ms / product_ms:.2f}x at the "
         f"products' rate here, {reference_ms / floor_ms:.2f}x at the lone matmul's."
     )

@@ -8,7 +8,8 @@ replay buffer filled by `--fill` random-action steps; then rounds of training st
 trainer's loop runs them, each part timed in place on one thread:
 - act: the policy's action for the current observation (`select_action`, numpy out);
 - env step + buffer add;
-- buffer sample (256 rows);
+- buffer sample (256 rows, from the 1,000-1,600 rows added so far: a long run samples from up to
+  1M rows, whose rows the caches hold less often);
 - update (the critics every step, the actor and alpha every other step, the targets).
 
 The issue's lever "the actor forward for acting fused with the update's" would give the acting

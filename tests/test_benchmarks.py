@@ -83,6 +83,13 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
     assert float(against[2]) == pytest.approx(float(against[1]) / float(bound[1]), rel=0.01), out
 
 
+def test_bound_line_gives_the_ratio_now_what_2_5x_needs_and_both_ceilings():
+    line = profile_step.bound_line(20.0, 10.0, 8.0, 6.0)
+    assert "now 2.00x; 2.5x needs 8.00 ms" in line
+    assert "2.50x at the products' rate here, 3.33x at the lone matmul's" in line
+    assert "no bound to give" in profile_step.bound_line(20.0, 10.0, 0.0, 6.0)
+
+
 def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
     argv = ["--env", "Hopper-v4", "--batch-size", "64", "--updates", "2", "--warmup", "2",
             "--precision", "bf16"]  # fmt: skip
