@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the
 from profile_step import (  # noqa: E402
     LEARNING_STARTS,
     PRODUCT_CALLERS,
-    random_batch,
+    random_batches,
     run_updates,
 )
 
@@ -174,16 +174,7 @@ def max_parameter_difference(first: FastLearner, second: FastLearner) -> float:
 def compare_updates(options: argparse.Namespace) -> list[str]:
     spaces = env_spaces(options.env)
     obs_dim, action_dim = spaces.observation_size, spaces.action_size
-    generator = torch.Generator().manual_seed(2)
-    batches = [
-        random_batch(
-            obs_dim=obs_dim,
-            action_dim=action_dim,
-            batch_size=options.batch_size,
-            generator=generator,
-        )
-        for _ in range(8)
-    ]
+    batches = random_batches(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
     default = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
     lever = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
     first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates

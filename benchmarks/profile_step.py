@@ -235,6 +235,19 @@ def time_without_products(run_updates: Callable[[], None], count: int) -> float:
             module.torch = torch  # type: ignore[attr-defined]
 
 
+def random_batches(
+    *, obs_dim: int, action_dim: int, batch_size: int, count: int = 8, seed: int = 2
+) -> list[Batch]:
+    """`count` random batches from one generator: the batches the timed updates cycle through."""
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        random_batch(
+            obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size, generator=generator
+        )
+        for _ in range(count)
+    ]
+
+
 def run_updates(learner: Any, batches: list[Batch], steps: range) -> None:
     """The updates of `steps` on CleanRL's schedule (policy_frequency 2), cycling the batches."""
     for step in steps:
@@ -299,16 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         device=torch.device("cpu"),
         gradients=options.gradients,
     )
-    generator = torch.Generator().manual_seed(2)
-    batches = [
-        random_batch(
-            obs_dim=obs_dim,
-            action_dim=action_dim,
-            batch_size=options.batch_size,
-            generator=generator,
-        )
-        for _ in range(8)
-    ]
+    batches = random_batches(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
 
     def updates(count: int, first: int) -> None:
         run_updates(learner, batches, range(first, first + count))

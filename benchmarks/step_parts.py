@@ -39,7 +39,7 @@ from sacbench.sac.args import Args
 from sacbench.sac.learners import make_learner
 from sacbench.sac.policy import policy_forward
 from sacbench.training.envs import make_env, step_env
-from sacbench.training.loop import select_action
+from sacbench.training.loop import select_action, store_transition
 from sacbench.training.replay import ReplayBuffer
 
 PARTS = ("act", "env step + buffer add", "buffer sample", "update")
@@ -103,12 +103,8 @@ class Trainer:
 
     def env_step(self, action: np.ndarray) -> None:
         transition = step_env(self.env, action=action)
-        self.buffer.add(
-            observation=self.observation,
-            next_observation=transition.next_observation,
-            action=action,
-            reward=transition.reward,
-            terminated=transition.terminated,
+        store_transition(
+            self.buffer, observation=self.observation, action=action, transition=transition
         )
         self.observation = transition.continue_from
 

@@ -21,7 +21,13 @@ from sacbench.sac.algorithm import LOG_EVERY, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
 from sacbench.sac.learners import Learner, make_learner
 from sacbench.sac.mixed_precision import NATIVE_BF16_CPU_FLAGS, native_bf16_products
-from sacbench.training.envs import check_env_id, float32_observation, make_env, step_env
+from sacbench.training.envs import (
+    Transition,
+    check_env_id,
+    float32_observation,
+    make_env,
+    step_env,
+)
 from sacbench.training.evaluation import Evaluator, deterministic_policy, evaluation_due
 from sacbench.training.event_log import EventLog, SteadyWindow
 from sacbench.training.progress import PROGRESS_FILE_NAME, RunProgress
@@ -258,15 +264,25 @@ def select_action(
     return action_tensor[0].cpu().numpy()
 
 
-def _env_step(session: Session, event_log: EventLog, global_step: int, action: np.ndarray) -> None:
-    state = session.state
-    transition = step_env(session.env, action=action)
-    session.buffer.add(
-        observation=state.observation,
+def store_transition(
+    buffer: ReplayBuffer, *, observation: np.ndarray, action: np.ndarray, transition: Transition
+) -> None:
+    """One env step's buffer row: its true next (or final) observation, and terminated only (a
+    time-limit truncation still bootstraps)."""
+    buffer.add(
+        observation=observation,
         next_observation=transition.next_observation,
         action=action,
         reward=transition.reward,
         terminated=transition.terminated,
+    )
+
+
+def _env_step(session: Session, event_log: EventLog, global_step: int, action: np.ndarray) -> None:
+    state = session.state
+    transition = step_env(session.env, action=action)
+    store_transition(
+        session.buffer, observation=state.observation, action=action, transition=transition
     )
     state.episode_return += transition.reward
     state.episode_length += 1
