@@ -14,6 +14,10 @@ of the update without it: every function of sacbench.sac.handwritten that the up
 and the learner's adam_step, is wrapped in a wall-clock timer (on CPU each call is synchronous),
 and the rest of the update (the first layers' products, the target lerp, the small operations in
 between) is reported as the remainder.
+Then each matrix product is timed where the update calls it (a wall-clock timer around each
+call) and alone, repeated on a copy of the same operands (same shapes and strides): the ratio
+says how much the step's surroundings (operands fetched from L3 or memory, an output not yet in
+cache) cost each product, against what its own arithmetic and per-call cost take.
 
 Last, what bounds the hand-written update: the same updates once more with every matrix product
 that the formulation's modules call replaced by a zero-filled result of its shape. What that
@@ -221,6 +225,84 @@ class TorchWithoutProducts:
 PRODUCT_CALLERS: tuple[ModuleType, ...] = (handwritten, policy, ensemble, products)
 
 
+class TimedProducts:
+    """torch, as the formulation's modules see it, with each matrix product timed where the
+    update calls it, and one copy of its operands kept per (product, shapes) to time it alone."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[tuple[str, str], float] = defaultdict(float)
+        self.calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.operands: dict[tuple[str, str], tuple[torch.Tensor, ...]] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        function = getattr(torch, name)
+        if name not in PRODUCT_NAMES:
+            return function
+
+        def timed(*operands: torch.Tensor) -> torch.Tensor:
+            started = time.perf_counter()
+            result = function(*operands)
+            spent = time.perf_counter() - started
+            key = (name, " ".join("x".join(map(str, operand.shape)) for operand in operands))
+            self.seconds[key] += spent
+            self.calls[key] += 1
+            if key not in self.operands:
+                self.operands[key] = tuple(same_layout_copy(operand) for operand in operands)
+            return result
+
+        return timed
+
+
+PRODUCT_NAMES = ("mm", "bmm", "addmm", "baddbmm")
+
+
+def same_layout_copy(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy with the same shape and strides (transposed and expanded views stay so)."""
+    copy = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype)
+    return (
+        copy.copy_(tensor)
+        if 0 not in tensor.stride()
+        else tensor.clone().as_strided(tensor.shape, tensor.stride())
+    )
+
+
+def product_times(run_updates: Callable[[], None], count: int, *, top: int) -> list[list[object]]:
+    """Rows (product, operand shapes, calls per update, µs per call in the step, µs per call
+    alone on a copy of its operands, the ratio) for the `top` products by time in the step."""
+    timed = TimedProducts()
+    for module in PRODUCT_CALLERS:
+        module.torch = timed  # type: ignore[attr-defined]
+    try:
+        run_updates()
+    finally:
+        for module in PRODUCT_CALLERS:
+            module.torch = torch  # type: ignore[attr-defined]
+    rows: list[list[object]] = []
+    for key in sorted(timed.seconds, key=lambda key: -timed.seconds[key])[:top]:
+        name, shapes = key
+        operands = timed.operands[key]
+        function = getattr(torch, name)
+        for _ in range(3):
+            function(*operands)
+        repeats = 20
+        started = time.perf_counter()
+        for _ in range(repeats):
+            function(*operands)
+        alone_us = (time.perf_counter() - started) / repeats * 1e6
+        in_step_us = timed.seconds[key] / timed.calls[key] * 1e6
+        rows.append(
+            [
+                name,
+                shapes,
+                f"{timed.calls[key] / count:.1f}",
+                f"{in_step_us:.0f}",
+                f"{alone_us:.0f}",
+                f"{in_step_us / alone_us:.2f}",
+            ]
+        )
+    return rows
+
+
 def time_without_products(run_updates: Callable[[], None], count: int) -> float:
     """Milliseconds per update with every product skipped (the learner's state is garbage
     afterwards: call it last)."""
@@ -385,6 +467,24 @@ def main(argv: list[str] | None = None) -> int:
         print("\nStages of the hand-written update, timed without the profiler:\n")
         print(
             tabulate(stages, headers=["stage", "ms / update", "calls / update"], tablefmt="github")
+        )
+        products_in_step = product_times(
+            lambda: updates(options.updates, first), options.updates, top=options.top
+        )
+        print("\nMatrix products timed where the update calls them, and alone on a copy:\n")
+        print(
+            tabulate(
+                products_in_step,
+                headers=[
+                    "product",
+                    "operand shapes",
+                    "calls / update",
+                    "µs / call in the step",
+                    "µs alone",
+                    "step / alone",
+                ],
+                tablefmt="github",
+            )
         )
     top = sorted(other_us.items(), key=lambda item: -item[1])[: options.top]
     print()

@@ -74,6 +74,10 @@ def test_profile_step_times_the_stages_of_the_handwritten_update(capsys):
     bound = re.search(r"the update takes ([\d.]+) ms; with its products skipped ([\d.]+) ms", out)
     assert bound is not None, out
     assert float(bound[2]) > 0, out
+    product_row = r"^\| (mm|bmm|addmm|baddbmm) +\| [\dx ]+\| +([\d.]+) +\| +(\d+) +\| +(\d+) +\|"
+    timed = re.findall(product_row, out, re.MULTILINE)
+    assert {"mm", "bmm", "addmm", "baddbmm"} <= {name for name, *_ in timed}, out
+    assert all(float(calls) > 0 and int(alone) >= 0 for _, calls, _, alone in timed), out
     against = re.search(
         r"Against the reference update \(([\d.]+) ms .*\): now ([\d.]+)x; 2.5x needs ([\d.]+) ms",
         out,
