@@ -8,8 +8,8 @@ replay buffer filled by `--fill` random-action steps; then rounds of training st
 trainer's loop runs them, each part timed in place on one thread:
 - act: the policy's action for the current observation (`select_action`, numpy out);
 - env step + buffer add;
-- buffer sample (256 rows, from the 1,000-1,600 rows added so far: a long run samples from up to
-  1M rows, whose rows the caches hold less often);
+- buffer sample (256 rows, from the rows added so far, 1,000-1,600 with the defaults: a long run
+  samples from up to 1M rows, whose rows the caches hold less often);
 - update (the critics every step, the actor and alpha every other step, the targets).
 
 The issue's lever "the actor forward for acting fused with the update's" would give the acting
@@ -38,7 +38,7 @@ from sacbench.sac.algorithm import update_schedule
 from sacbench.sac.args import Args
 from sacbench.sac.learners import make_learner
 from sacbench.sac.policy import policy_forward
-from sacbench.training.envs import make_env, step_env
+from sacbench.training.envs import EnvError, env_spaces, make_env, step_env
 from sacbench.training.loop import select_action, store_transition
 from sacbench.training.replay import ReplayBuffer
 
@@ -60,6 +60,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for name in ("fill", "rounds", "steps", "repeats"):
         if getattr(options, name) <= 0:
             parser.error(f"--{name} must be positive, got {getattr(options, name)}")
+    for env_id in options.envs:
+        try:
+            env_spaces(env_id)
+        except EnvError as error:
+            parser.error(f"--envs: {error}")
     if options.steps % 2 or options.steps < 4:
         parser.error(
             "--steps must be even and at least 4 (actor updates every other step), "

@@ -126,10 +126,13 @@ def test_step_parts_times_each_part_of_real_training_steps_and_the_folds_ceiling
     assert fold is not None and float(fold[3]) > 0, out
 
 
-def test_step_parts_refuses_an_odd_step_count(capsys):
+def test_step_parts_refuses_an_odd_step_count_and_an_unknown_task_before_any_work(capsys):
     with pytest.raises(SystemExit):
         step_parts.main(["--steps", "3"])
     assert "--steps must be even and at least 4" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        step_parts.main(["--envs", "Hopper-v4", "HalfCheetah-v99"])
+    assert "--envs:" in capsys.readouterr().err
 
 
 TINY_LEVER = ["--env", "Hopper-v4", "--batch-size", "16", "--rounds", "2", "--updates", "3",
