@@ -48,7 +48,8 @@ from sacbench.training.envs import EnvError, env_spaces
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 from profile_step import (  # noqa: E402
     LEARNING_STARTS,
-    PRODUCT_CALLERS,
+    alternating_rounds,
+    products_through,
     random_batches,
     run_updates,
 )
@@ -182,8 +183,6 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
     if options.lever == "preallocated-outputs":
         preallocated = PreallocatedProducts({1, 2, options.batch_size, obs_dim, action_dim,
                                              obs_dim + action_dim, 256})  # fmt: skip
-        for module in PRODUCT_CALLERS:
-            module.torch = preallocated  # type: ignore[attr-defined]
     else:
         lever.formulation = CompiledCriticStep()
 
@@ -196,7 +195,7 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
             preallocated.step_parity, preallocated.call = step % 2, 0
             run_updates(learner, batches, range(step, step + 1))
 
-    try:
+    with products_through(preallocated if preallocated is not None else torch):
         compile_started = time.perf_counter()
         for learner in (default, lever):
             torch.manual_seed(3)  # the same draws for both: any difference is rounding
@@ -205,25 +204,22 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
         setup_seconds = time.perf_counter() - compile_started
         for learner in (default, lever):
             run(learner, range(first, first + options.warmup))
-        ratios, times = [], {"default": [], "lever": []}
-        for round_index in range(options.rounds):
-            order = [("default", default), ("lever", lever)]
-            for name, learner in order if round_index % 2 == 0 else reversed(order):
-                started = time.perf_counter()
-                run(learner, range(first, first + options.updates))
-                times[name].append((time.perf_counter() - started) / options.updates * 1e3)
-            ratios.append(times["default"][-1] / times["lever"][-1])
-    finally:
-        for module in PRODUCT_CALLERS:
-            module.torch = torch  # type: ignore[attr-defined]
+        default_times, lever_times = alternating_rounds(
+            default,
+            lever,
+            steps=range(first, first + options.updates),
+            rounds=options.rounds,
+            run=run,
+        )
+    ratios = [mine / theirs for mine, theirs in zip(default_times, lever_times, strict=True)]
     used = f"{len(preallocated.buffers)} buffers" if preallocated else "inductor-compiled"
     return [
         f"{options.lever} ({used}), {options.env} shapes, batch {options.batch_size}, 1 thread",
         f"parameters after {options.check} updates from the same state and draws differ by at "
         f"most {difference:.2e} (first {options.check} updates of both, compilation included: "
         f"{setup_seconds:.1f} s)",
-        f"ms per update: default {statistics.median(times['default']):.2f}, lever "
-        f"{statistics.median(times['lever']):.2f} (medians of {options.rounds} alternating "
+        f"ms per update: default {statistics.median(default_times):.2f}, lever "
+        f"{statistics.median(lever_times):.2f} (medians of {options.rounds} alternating "
         f"rounds of {options.updates})",
         f"default / lever: {statistics.median(ratios):.3f} (median of per-round ratios; "
         f"quartiles {quartiles(ratios)})",

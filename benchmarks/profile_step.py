@@ -43,7 +43,8 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -258,25 +259,18 @@ PRODUCT_NAMES = ("mm", "bmm", "addmm", "baddbmm")
 
 def same_layout_copy(tensor: torch.Tensor) -> torch.Tensor:
     """A copy with the same shape and strides (transposed and expanded views stay so)."""
+    if 0 in tensor.stride():  # an expanded view: copy_ cannot write overlapping elements
+        return tensor.clone().as_strided(tensor.shape, tensor.stride())
     copy = torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype)
-    return (
-        copy.copy_(tensor)
-        if 0 not in tensor.stride()
-        else tensor.clone().as_strided(tensor.shape, tensor.stride())
-    )
+    return copy.copy_(tensor)
 
 
 def product_times(run_updates: Callable[[], None], count: int, *, top: int) -> list[list[object]]:
     """Rows (product, operand shapes, calls per update, µs per call in the step, µs per call
     alone on a copy of its operands, the ratio) for the `top` products by time in the step."""
     timed = TimedProducts()
-    for module in PRODUCT_CALLERS:
-        module.torch = timed  # type: ignore[attr-defined]
-    try:
+    with products_through(timed):
         run_updates()
-    finally:
-        for module in PRODUCT_CALLERS:
-            module.torch = torch  # type: ignore[attr-defined]
     rows: list[list[object]] = []
     for key in sorted(timed.seconds, key=lambda key: -timed.seconds[key])[:top]:
         name, shapes = key
@@ -303,18 +297,26 @@ def product_times(run_updates: Callable[[], None], count: int, *, top: int) -> l
     return rows
 
 
-def time_without_products(run_updates: Callable[[], None], count: int) -> float:
-    """Milliseconds per update with every product skipped (the learner's state is garbage
-    afterwards: call it last)."""
+@contextmanager
+def products_through(shim: Any) -> Iterator[None]:
+    """The formulation's modules call torch through `shim` inside the block (the shims above
+    replace, time or redirect their matrix products)."""
     for module in PRODUCT_CALLERS:
-        module.torch = TorchWithoutProducts()  # type: ignore[attr-defined]
+        module.torch = shim  # type: ignore[attr-defined]
     try:
-        started = time.perf_counter()
-        run_updates()
-        return (time.perf_counter() - started) / count * 1e3
+        yield
     finally:
         for module in PRODUCT_CALLERS:
             module.torch = torch  # type: ignore[attr-defined]
+
+
+def time_without_products(run_updates: Callable[[], None], count: int) -> float:
+    """Milliseconds per update with every product skipped (the learner's state is garbage
+    afterwards: call it last)."""
+    with products_through(TorchWithoutProducts()):
+        started = time.perf_counter()
+        run_updates()
+        return (time.perf_counter() - started) / count * 1e3
 
 
 def random_batches(
@@ -339,27 +341,24 @@ def run_updates(learner: Any, batches: list[Batch], steps: range) -> None:
         learner.update(batches[step % len(batches)], schedule)
 
 
-def alternating_update_times(
-    learners: dict[str, Any],
-    batches: list[Batch],
+def alternating_rounds(
+    first: Any,
+    second: Any,
     *,
-    count: int,
-    first: int,
-    warmup: int,
-    rounds: int = 5,
-) -> tuple[float, float]:
-    """Milliseconds per update of learners["fast"] and learners["reference"] (medians of
-    `rounds` alternating rounds of `count` updates on the same batches)."""
-    times: dict[str, list[float]] = {name: [] for name in learners}
-    for learner in learners.values():
-        run_updates(learner, batches, range(first, first + warmup))
+    steps: range,
+    rounds: int,
+    run: Callable[[Any, range], None],
+) -> tuple[list[float], list[float]]:
+    """Milliseconds per update of each learner in each of `rounds` rounds of `steps`, the two
+    taking turns to go first (so drifting machine speed hits both alike)."""
+    times: tuple[list[float], list[float]] = ([], [])
     for round_index in range(rounds):
-        order = list(learners) if round_index % 2 == 0 else list(reversed(learners))
-        for name in order:
+        order = [(first, times[0]), (second, times[1])]
+        for learner, spent in order if round_index % 2 == 0 else reversed(order):
             started = time.perf_counter()
-            run_updates(learners[name], batches, range(first, first + count))
-            times[name].append((time.perf_counter() - started) / count * 1e3)
-    return statistics.median(times["fast"]), statistics.median(times["reference"])
+            run(learner, steps)
+            spent.append((time.perf_counter() - started) / len(steps) * 1e3)
+    return times
 
 
 def bound_line(reference_ms: float, fast_ms: float, product_ms: float, floor_ms: float) -> str:
@@ -506,13 +505,15 @@ def main(argv: list[str] | None = None) -> int:
             args=Args(batch_size=options.batch_size),
             device=torch.device("cpu"),
         )
-        plain_ms, reference_ms = alternating_update_times(
-            {"fast": learner, "reference": reference},
-            batches,
-            count=options.updates,
-            first=first,
-            warmup=min(options.warmup, 100),
+
+        def run(one: Any, steps: range) -> None:
+            run_updates(one, batches, steps)
+
+        run(reference, range(first, first + min(options.warmup, 100)))
+        fast_times, reference_times = alternating_rounds(
+            learner, reference, steps=range(first, first + options.updates), rounds=5, run=run
         )
+        plain_ms, reference_ms = statistics.median(fast_times), statistics.median(reference_times)
         rest_ms = time_without_products(lambda: updates(options.updates, first), options.updates)
         product_ms = plain_ms - rest_ms
         mflop = gemm_flop / options.updates / 1e6
