@@ -244,7 +244,7 @@ def shared_sps_rows(out: str) -> dict[int, list[str]]:
 @pytest.mark.slow
 def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
     tiny = ["--device", "cpu", "--env", "InvertedPendulum-v4", "--runs", "1", "2",
-            "--total-timesteps", "1600", "--learning-starts", "1000", "--buffer-size", "2000",
+            "--total-timesteps", "2200", "--learning-starts", "1000", "--buffer-size", "2400",
             "--extra", "--batch-size", "64"]  # fmt: skip
     assert shared_device_sps.main(tiny) == 0
     out = capsys.readouterr().out
