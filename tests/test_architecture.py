@@ -8,8 +8,8 @@ The layers, bottom up (issue 11):
   training meet only on disk);
 - pipeline: what the Snakemake workflow calls (config, resources, status); imports training, sac
   and leaves;
-- entry shims (`python -m sacbench.train|report|status|evaluate|run_command`): import only a
-  layer's `main`.
+- entry shims (`python -m sacbench.train|train_seeds|report|status|evaluate|run_command`):
+  import only a layer's `main`.
 
 The import graph is read from the source with ast, lazy and TYPE_CHECKING imports included.
 Every check is strict: no exceptions are listed.
@@ -35,6 +35,7 @@ LEAVES = {
 }
 ENTRY_SHIMS = {
     "sacbench.train",
+    "sacbench.train_seeds",
     "sacbench.report",
     "sacbench.status",
     "sacbench.evaluate",

@@ -173,6 +173,26 @@ def test_a_seed_read_back_continues_alone_as_its_fast_learner(spaces):
         torch.testing.assert_close(ours[name], tensor, rtol=1e-5, atol=1e-7, msg=name)
 
 
+def test_a_batch_of_learners_that_have_updated_reports_their_last_metrics(spaces):
+    """A batch made from resumed learners reports what they last reported until it updates
+    (a log point without an actor update repeats the last actor loss, as alone)."""
+    made = [seed_learner(seed, spaces, gradients="autograd") for seed in SEEDS]
+    data = torch.Generator().manual_seed(5)
+    schedule = update_schedule(5002, learning_starts=5000, policy_frequency=2,
+                               target_network_frequency=1)  # fmt: skip
+    for learner, _ in made:
+        learner.update(random_batch(data, *spaces[:2]), schedule)
+    expected = [learner.metrics() for learner, _ in made]
+    got = batched_from(made).metrics()
+    assert set(got) == set(expected[0]) >= {"actor_loss", "alpha_loss", "qf_loss"}
+    for index, metrics in enumerate(expected):
+        for name, value in metrics.items():
+            assert torch.equal(got[name][index], value.reshape(())), f"seed {index} {name}"
+    del made[1][0].last["actor_loss"]  # as if it stood elsewhere (optimizer steps aside)
+    with pytest.raises(ValueError, match=r"learners\[1\] has last metrics \['alpha_loss', 'c"):
+        batched_from(made)
+
+
 def test_batched_actions_come_from_each_seeds_generator(spaces):
     made = [seed_learner(seed, spaces, gradients="autograd") for seed in SEEDS]
     batched = batched_from(made)

@@ -24,8 +24,8 @@ its matrix products, which run no faster batched (docs/performance.md, "Batched 
 it removes is per-call overhead (S seeds' operations as one call each), which is what bounds a
 small network's step on a GPU; not measured here, no GPU was lent.
 
-The training loop does not use this yet: a batched trainer also needs one run dir, event file,
-checkpoint and completion record per seed (docs/performance.md, "Batched seeds").
+The seed-batch trainer (sacbench.training.seed_batch, `python -m sacbench.train_seeds`) trains
+with it, giving each seed its own run dir, event file, checkpoint and completion record.
 """
 
 from __future__ import annotations
@@ -92,10 +92,10 @@ def stack_batches(batches: Sequence[Batch]) -> Batch:
 class BatchedLearner:
     """S seeds' fast-path networks and optimizers, stacked; `update` steps all seeds at once.
 
-    Build it from S FastLearners (`learners`: their current networks, optimizer states and alpha
-    are copied, so seed s starts exactly where learner s stands) and one generator per seed
-    (`generators`: seed s's random draws come from generators[s] only). `seed_state_dict(s)`
-    gives seed s's state in FastLearner.state_dict's format.
+    Build it from S FastLearners (`learners`: their current networks, optimizer states, alpha
+    and last metrics are copied, so seed s starts exactly where learner s stands) and one
+    generator per seed (`generators`: seed s's random draws come from generators[s] only).
+    `seed_state_dict(s)` gives seed s's state in FastLearner.state_dict's format.
     """
 
     def __init__(
@@ -138,7 +138,7 @@ class BatchedLearner:
         self.alpha: torch.Tensor | float = (
             self.log_alpha.detach().exp() if self.args.autotune else self.args.alpha
         )
-        self.last: dict[str, torch.Tensor] = {}
+        self.last: dict[str, torch.Tensor] = _stacked_last_metrics(learners)
 
     # ---- the update ------------------------------------------------------------------------
 
@@ -448,6 +448,19 @@ class _Layout:
 ACTOR_LAYOUTS = [_Layout("actor weight"), _Layout("actor bias")] * len(ACTOR_LAYERS)
 CRITIC_LAYOUTS = [_Layout("critic")] * 6
 ALPHA_LAYOUTS = [_Layout("alpha")]
+
+
+def _stacked_last_metrics(learners: Sequence[FastLearner]) -> dict[str, torch.Tensor]:
+    """The learners' last metrics (what `metrics` reports until an update replaces them),
+    stacked along the seed axis; learners that have reported different ones are refused."""
+    names = set(learners[0].last)
+    for index, learner in enumerate(learners):
+        if set(learner.last) != names:
+            raise ValueError(
+                f"learners[{index}] has last metrics {sorted(learner.last)}, learners[0] "
+                f"{sorted(names)}: seeds of one batch must stand at the same step"
+            )
+    return {name: torch.stack([learner.last[name] for learner in learners]) for name in names}
 
 
 def _stacked_parameters(

@@ -62,9 +62,9 @@ def resolve_device(args: Args) -> torch.device:
 
 def train(args: Args) -> int:
     """Train (or resume) the run in args.run_dir; return the process exit status."""
-    _check_arguments(args)
+    check_arguments(args)
     run_dir = RunDir(Path(args.run_dir))
-    if _finished_run(run_dir, args):
+    if finished_run(run_dir, args):
         return 0
     if args.capture_video:
         use_headless_rendering()  # before MuJoCo is imported
@@ -86,14 +86,14 @@ def train(args: Args) -> int:
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed, torch_deterministic=args.torch_deterministic)
-    learner, buffer = _build(args, env, device)
+    learner, buffer = build_learner_and_buffer(args, env, device)
     if checkpoint is None:
         state = fresh_state(env, seed=args.seed)
     else:
         state = resume_state(
             checkpoint, seed=args.seed, env=env, learner=learner, buffer=buffer, run_dir=run_dir
         )
-    progress = _progress(run_dir, args, state, checkpoint)
+    progress = run_progress(run_dir, args, state, checkpoint)
     run_dir.begin_session(args=args, device=str(device), start_step=state.step)
     session = Session(args, run_dir, env, learner, buffer, device, progress, state)
     try:
@@ -103,12 +103,12 @@ def train(args: Args) -> int:
         run_dir.end_session(exit_status=f"error: {type(error).__name__}: {error}", end_step=None)
         finish_tracking(tracker, exit_code=1, stopped=False)
         raise
-    _record_end(session, exit_code, exit_status, end_step, elapsed_total)
+    record_end(session, exit_code, exit_status, end_step, elapsed_total)
     finish_tracking(tracker, exit_code=exit_code, stopped=exit_code != 0)
     return exit_code
 
 
-def _check_arguments(args: Args) -> None:
+def check_arguments(args: Args) -> None:
     problems = validate_args(args)
     if problems:
         raise ValueError("invalid arguments:\n  " + "\n  ".join(problems))
@@ -121,7 +121,7 @@ def _check_arguments(args: Args) -> None:
         )
 
 
-def _finished_run(run_dir: RunDir, args: Args) -> bool:
+def finished_run(run_dir: RunDir, args: Args) -> bool:
     """True (having said so, and restored complete.json) when the run in run_dir is finished."""
     if run_dir.differing_args(run_defining_args(args)):
         return False
@@ -144,7 +144,9 @@ def _finished_run(run_dir: RunDir, args: Args) -> bool:
     return True
 
 
-def _build(args: Args, env: gym.Env, device: torch.device) -> tuple[Learner, ReplayBuffer]:
+def build_learner_and_buffer(
+    args: Args, env: gym.Env, device: torch.device
+) -> tuple[Learner, ReplayBuffer]:
     obs_dim = int(np.prod(env.observation_space.shape))
     action_space = env.action_space
     assert isinstance(action_space, gym.spaces.Box)
@@ -165,7 +167,7 @@ def _build(args: Args, env: gym.Env, device: torch.device) -> tuple[Learner, Rep
     return learner, buffer
 
 
-def _progress(
+def run_progress(
     run_dir: RunDir, args: Args, state: LoopState, checkpoint: dict[str, Any] | None
 ) -> RunProgress:
     return RunProgress(
@@ -177,7 +179,7 @@ def _progress(
     )
 
 
-def _record_end(
+def record_end(
     session: Session, exit_code: int, exit_status: str, end_step: int, elapsed_total: float
 ) -> None:
     if exit_code == 0:
@@ -226,17 +228,17 @@ def _training_session(session: Session) -> tuple[int, str, int, float]:
                 action_space=session.env.action_space,
                 device=session.device,
             )
-            _env_step(session, event_log, global_step, action)
+            record_env_step(session, event_log, global_step, action)
             if _train_step(session, event_log, window, global_step):
                 last_log_step = global_step
             finished_steps = global_step + 1
             _maybe_evaluate(session, evaluator, event_log, window, finished_steps)
             _maybe_checkpoint(session, event_log, window, stop, finished_steps)
-            stopped = _stop_status(stop, finished_steps, args.total_timesteps)
+            stopped = stop_status(stop, finished_steps, args.total_timesteps)
             if stopped is not None:
                 exit_status, exit_code = stopped
                 break
-            _report_progress(session, finished_steps)
+            report_progress(session, finished_steps)
         elapsed_total = time.time() - state.start_time
         # The last step's elapsed time, unless the log cadence has just written it.
         if exit_code == 0 and last_log_step != args.total_timesteps - 1:
@@ -278,7 +280,11 @@ def store_transition(
     )
 
 
-def _env_step(session: Session, event_log: EventLog, global_step: int, action: np.ndarray) -> None:
+def record_env_step(
+    session: Session, event_log: EventLog, global_step: int, action: np.ndarray, *, label: str = ""
+) -> None:
+    """One env step of the session's run: its buffer row, the episode's sums, its end (`label`
+    starts the episode's line of output)."""
     state = session.state
     transition = step_env(session.env, action=action)
     store_transition(
@@ -291,7 +297,9 @@ def _env_step(session: Session, event_log: EventLog, global_step: int, action: n
         event_log.episode(
             global_step, episode_return=state.episode_return, episode_length=state.episode_length
         )
-        print(f"global_step={global_step}, episodic_return={state.episode_return}", flush=True)
+        print(
+            f"{label}global_step={global_step}, episodic_return={state.episode_return}", flush=True
+        )
         session.progress.record_episode(episodic_return=state.episode_return)
         state.episode_return, state.episode_length = 0.0, 0
 
@@ -313,11 +321,28 @@ def _train_step(
     if not schedule.log:
         return False
     now = time.time()
-    elapsed = now - session.state.start_time
-    event_log.update(metrics, global_step, elapsed=elapsed, steady_sps=window.sps(global_step, now))
+    log_update(
+        session, event_log, metrics, global_step, now=now, steady_sps=window.sps(global_step, now)
+    )
     window.restart(global_step, now)
-    print(f"global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True)
     return True
+
+
+def log_update(
+    session: Session,
+    event_log: EventLog,
+    metrics: dict[str, torch.Tensor],
+    global_step: int,
+    *,
+    now: float,
+    steady_sps: float,
+    label: str = "",
+) -> None:
+    """A log point of the session's run: its losses, SPS and elapsed time, and CleanRL's line
+    (after `label`)."""
+    elapsed = now - session.state.start_time
+    event_log.update(metrics, global_step, elapsed=elapsed, steady_sps=steady_sps)
+    print(f"{label}global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True)
 
 
 def _maybe_evaluate(
@@ -380,7 +405,7 @@ def _maybe_checkpoint(
     window.pause(time.time() - checkpoint_started)
 
 
-def _stop_status(
+def stop_status(
     stop: StopRequested, finished_steps: int, total_timesteps: int
 ) -> tuple[str, int] | None:
     """(exit status, exit code) when a signal stops the run here (it was just checkpointed)."""
@@ -392,7 +417,7 @@ def _stop_status(
     return f"signal {name}", 128 + stop.signal_number
 
 
-def _report_progress(session: Session, finished_steps: int) -> None:
+def report_progress(session: Session, finished_steps: int) -> None:
     # In the random-action phase too: watchers see a run move from its first steps on.
     if finished_steps % LOG_EVERY == 0 and finished_steps < session.args.total_timesteps:
         session.progress.update(

@@ -92,8 +92,15 @@ def resume_state(
     )
 
 
-def capture_checkpoint(session: Session, *, global_step: int, elapsed_seconds: float) -> None:
-    """Checkpoint after `global_step` steps; the event log must be flushed first."""
+def capture_checkpoint(
+    session: Session,
+    *,
+    global_step: int,
+    elapsed_seconds: float,
+    rng: dict[str, Any] | None = None,
+) -> None:
+    """Checkpoint after `global_step` steps; the event log must be flushed first. `rng`: the
+    run's generator states, when they are not the process's (a seed trained in a batch)."""
     state = session.state
     state.event_files = session.run_dir.record_event_offsets(state.event_files)
     session.run_dir.save_checkpoint(
@@ -103,7 +110,7 @@ def capture_checkpoint(session: Session, *, global_step: int, elapsed_seconds: f
             "learner": session.learner.state_dict(),
             "buffer_rng": session.buffer.rng.bit_generator.state,
             "env": capture_env_state(session.env),
-            "rng": rng_states(),
+            "rng": rng_states() if rng is None else rng,
             "observation": state.observation,
             "episode_return": state.episode_return,
             "episode_length": state.episode_length,
