@@ -18,7 +18,15 @@ Definitions (printed under the table as well):
   to all N runs together while they all train;
 - peak RSS: the largest peak resident memory of one child (os.wait4).
 
+With `--seed-batch`, each N's seeds are then also trained as one seed batch, one process
+(`python -m sacbench.train_seeds --seeds 1..N`, eager: a batch is not compiled), and a second
+table gives the same figures for it and its aggregate SPS against the N processes'. With
+`--one-core`, every trainer is pinned to one CPU (the first this process may use), so that on a
+CPU the N processes and the batch share one core alike.
+
     python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8
+    python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8 --seed-batch
+    python benchmarks/shared_device_sps.py --device cpu --runs 1 2 --seed-batch --one-core
     python benchmarks/shared_device_sps.py --device cpu --env Hopper-v4 --runs 1 2 \\
         --total-timesteps 3000 --learning-starts 1000 --extra --batch-size 64
 """
@@ -78,6 +86,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--learning-starts", type=int, default=5_000)
     parser.add_argument("--buffer-size", type=int, default=1_000_000)
     parser.add_argument(
+        "--seed-batch",
+        action="store_true",
+        help="also train each N's seeds as one seed batch (python -m sacbench.train_seeds)",
+    )
+    parser.add_argument(
+        "--one-core", action="store_true", help="pin every trainer to one CPU (the first allowed)"
+    )
+    parser.add_argument(
         "--extra", nargs=argparse.REMAINDER, default=[], help="more trainer flags (last)"
     )
     args = parser.parse_args(argv)
@@ -105,16 +121,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def trainer_flags(options: argparse.Namespace) -> list[str]:
-    """Flags after train_sps's common ones: device, the GPU path's, evaluation off, --extra."""
-    gpu = list(GPU_FLAGS) if options.device == "cuda" and not options.eager else []
+def trainer_flags(options: argparse.Namespace, *, seed_batch: bool = False) -> list[str]:
+    """Flags after train_sps's common ones: device, the GPU path's (not for a seed batch, which
+    is not compiled), evaluation off, --extra."""
+    compiled = options.device == "cuda" and not options.eager and not seed_batch
+    gpu = list(GPU_FLAGS) if compiled else []
     # The final evaluation runs after the last window; it would only lengthen the benchmark.
     return ["--device", options.device, *gpu, "--eval-episodes", "0", *options.extra]
 
 
-def run_options(options: argparse.Namespace, *, seed: int) -> argparse.Namespace:
-    """What train_sps.trainer_command reads, for one run of the fast path."""
-    return argparse.Namespace(**{**vars(options), "seed": seed, "extra": trainer_flags(options)})
+def run_options(
+    options: argparse.Namespace, *, seed: int, seed_batch: bool = False
+) -> argparse.Namespace:
+    """What train_sps.trainer_command reads, for one run (or seed batch) of the fast path."""
+    flags = trainer_flags(options, seed_batch=seed_batch)
+    return argparse.Namespace(**{**vars(options), "seed": seed, "extra": flags})
+
+
+def pinned_cpus(options: argparse.Namespace) -> set[int] | None:
+    """--one-core: the one CPU every trainer is pinned to; otherwise None (no pinning)."""
+    return {min(os.sched_getaffinity(0))} if options.one_core else None
 
 
 @dataclass(frozen=True)
@@ -139,7 +165,11 @@ def run_together(scratch: Path, *, runs: int, options: argparse.Namespace) -> Sh
     try:
         for seed, run_dir in enumerate(run_dirs, start=1):
             run = run_options(options, seed=seed)
-            children.append(start_trainer(run_dir, env_id=options.env, path="fast", options=run))
+            children.append(
+                start_trainer(
+                    run_dir, env_id=options.env, path="fast", options=run, cpus=pinned_cpus(options)
+                )
+            )
         peak_rss = [finish_trainer(*pair) for pair in zip(children, run_dirs, strict=True)]
     finally:
         for child in children:
@@ -161,12 +191,45 @@ def run_together(scratch: Path, *, runs: int, options: argparse.Namespace) -> Sh
     )
 
 
+def run_seed_batch(scratch: Path, *, runs: int, options: argparse.Namespace) -> SharedResult:
+    """Train seeds 1..runs as one seed batch; each seed's SPS over the span all trained."""
+    started = time.time()
+    seeds = list(range(1, runs + 1))
+    pattern, log = scratch / f"B{runs}-seed{{seed}}", scratch / f"B{runs}.log"
+    child = start_trainer(
+        pattern,
+        env_id=options.env,
+        path="fast",
+        options=run_options(options, seed=1, seed_batch=True),
+        seeds=seeds,
+        log=log,
+        cpus=pinned_cpus(options),
+    )
+    try:
+        peak_rss = finish_trainer(child, pattern, log=log)
+    finally:
+        if child.returncode is None:
+            child.terminate()
+            child.wait()
+    run_dirs = [scratch / f"B{runs}-seed{seed}" for seed in seeds]
+    shared = shared_window_rates([steady_windows(run_dir) for run_dir in run_dirs])
+    return SharedResult(
+        runs=runs,
+        per_run_sps=[statistics.median(rates) for rates in shared],
+        peak_rss=[peak_rss],
+        wall_seconds=time.time() - started,
+    )
+
+
 def device_name(device: str) -> str:
     return gpu_model("cuda") if device == "cuda" else f"{cpu_model()}, {os.cpu_count()} CPUs"
 
 
-def table(results: list[SharedResult]) -> str:
+def table(results: list[SharedResult], *, processes: list[SharedResult] | None = None) -> str:
+    """The table of N runs as processes; with `processes`, of the seed batches, each against
+    the N processes of the same N (aggregate SPS, batch / processes)."""
     one_run = next((result.aggregate_sps for result in results if result.runs == 1), None)
+    against = {result.runs: result.aggregate_sps for result in processes or []}
     rows = []
     for result in results:
         sps = result.per_run_sps
@@ -181,8 +244,14 @@ def table(results: list[SharedResult]) -> str:
                 f"{result.wall_seconds:.0f}",
             ]
         )
+        if processes is not None:
+            rows[-1].append(f"{result.aggregate_sps / against[result.runs]:.2f}")
     headers = ["N", "per-run SPS (median)", "per-run min-max", "aggregate SPS",
                "aggregate / N=1", "peak RSS per child (MiB)", "wall (s)"]  # fmt: skip
+    if processes is not None:
+        headers[:3] = ["N (one batch)", "per-seed SPS (median)", "per-seed min-max"]
+        headers[-2] = "peak RSS (MiB)"
+        headers.append("batch / processes")
     return tabulate(
         rows,
         headers=headers,
@@ -194,40 +263,57 @@ def table(results: list[SharedResult]) -> str:
 
 def footnote(options: argparse.Namespace, *, loads: tuple[float, float]) -> str:
     flags = " ".join(trainer_flags(options))
-    return "\n".join(
-        [
-            f"device: {options.device} ({device_name(options.device)}); load average "
-            f"before/after {loads[0]:.2f}/{loads[1]:.2f}",
-            f"{options.env}, {options.total_timesteps} steps, learning_starts "
-            f"{options.learning_starts}, buffer {options.buffer_size}; each run: python -m "
-            f"sacbench.train --threads 1 --update-path fast {flags} --seed <1..N>",
-            "per-run SPS: the median of one run's charts/steady_SPS over its 100-step windows "
-            "that lie wholly in the span where all N runs were training (each run's first "
-            "window dropped)",
-            "aggregate SPS: the sum of the N per-run SPS; peak RSS: the largest child's",
-        ]
-    )
+    lines = [
+        f"device: {options.device} ({device_name(options.device)}); load average "
+        f"before/after {loads[0]:.2f}/{loads[1]:.2f}"
+        + ("; every trainer pinned to one CPU" if options.one_core else ""),
+        f"{options.env}, {options.total_timesteps} steps, learning_starts "
+        f"{options.learning_starts}, buffer {options.buffer_size}; each run: python -m "
+        f"sacbench.train --threads 1 --update-path fast {flags} --seed <1..N>",
+        "per-run SPS: the median of one run's charts/steady_SPS over its 100-step windows "
+        "that lie wholly in the span where all N runs were training (each run's first "
+        "window dropped)",
+        "aggregate SPS: the sum of the N per-run SPS; peak RSS: the largest child's",
+    ]
+    if options.seed_batch:
+        batch_flags = " ".join(trainer_flags(options, seed_batch=True))
+        lines.append(
+            "one batch: python -m sacbench.train_seeds --threads 1 --update-path fast "
+            f"{batch_flags} --seeds 1..N, each seed's SPS read from its own run dir as above; "
+            "batch / processes: its aggregate SPS over the N processes'"
+        )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     load_before = os.getloadavg()[0]
-    results = []
+    results, batches = [], []
     with tempfile.TemporaryDirectory(prefix="sacbench-shared-sps-") as scratch:
         for runs in options.runs:
             result = run_together(Path(scratch), runs=runs, options=options)
             results.append(result)
-            print(
-                f"N={runs}: steady SPS per run (seed 1{f'..{runs}' if runs > 1 else ''}) "
-                f"{', '.join(f'{sps:.1f}' for sps in result.per_run_sps)}; aggregate "
-                f"{result.aggregate_sps:.1f}; {result.wall_seconds:.0f} s",
-                flush=True,
-            )
+            print(f"N={runs}: {summary(result, what='run')}", flush=True)
+            if options.seed_batch:
+                batches.append(run_seed_batch(Path(scratch), runs=runs, options=options))
+                print(f"N={runs}, one batch: {summary(batches[-1], what='seed')}", flush=True)
     print()
     print(table(results))
+    if options.seed_batch:
+        print()
+        print(table(batches, processes=results))
     print()
     print(footnote(options, loads=(load_before, os.getloadavg()[0])))
     return 0
+
+
+def summary(result: SharedResult, *, what: str) -> str:
+    seeds = f"seed 1{f'..{result.runs}' if result.runs > 1 else ''}"
+    return (
+        f"steady SPS per {what} ({seeds}) "
+        f"{', '.join(f'{sps:.1f}' for sps in result.per_run_sps)}; aggregate "
+        f"{result.aggregate_sps:.1f}; {result.wall_seconds:.0f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -85,16 +85,26 @@ def check_budget(
 
 
 def trainer_command(
-    run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
+    run_dir: Path,
+    *,
+    env_id: str,
+    path: str,
+    options: argparse.Namespace,
+    seeds: list[int] | None = None,
 ) -> list[str]:
+    """The trainer's command line for one run of options.seed, or with `seeds` one seed batch
+    (python -m sacbench.train_seeds; run_dir is then its pattern, with {seed})."""
+    if seeds is None:
+        module, seed_flags = "sacbench.train", ["--seed", str(options.seed)]
+    else:
+        module, seed_flags = "sacbench.train_seeds", ["--seeds", *map(str, seeds)]
     return [
         sys.executable,
         "-m",
-        "sacbench.train",
+        module,
         "--env-id",
         env_id,
-        "--seed",
-        str(options.seed),
+        *seed_flags,
         "--total-timesteps",
         str(options.total_timesteps),
         "--learning-starts",
@@ -114,19 +124,33 @@ def trainer_command(
 
 
 def start_trainer(
-    run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
+    run_dir: Path,
+    *,
+    env_id: str,
+    path: str,
+    options: argparse.Namespace,
+    seeds: list[int] | None = None,
+    log: Path | None = None,
+    cpus: set[int] | None = None,
 ) -> subprocess.Popen:
-    command = trainer_command(run_dir, env_id=env_id, path=path, options=options)
-    with open(run_dir.with_suffix(".log"), "w") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    """Start trainer_command's process, its output into `log` (default: the run dir's name
+    with .log), pinned to `cpus` when given."""
+    command = trainer_command(run_dir, env_id=env_id, path=path, options=options, seeds=seeds)
+    with open(log or run_dir.with_suffix(".log"), "w") as output:
+        return subprocess.Popen(
+            command,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)),
+        )
 
 
-def finish_trainer(child: subprocess.Popen, run_dir: Path) -> int:
+def finish_trainer(child: subprocess.Popen, run_dir: Path, *, log: Path | None = None) -> int:
     """Wait for the child; its peak RSS in bytes. Exits with the log's tail if it failed."""
     _, status, usage = os.wait4(child.pid, 0)
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode != 0:
-        log_text = run_dir.with_suffix(".log").read_text()[-2000:]
+        log_text = (log or run_dir.with_suffix(".log")).read_text()[-2000:]
         raise SystemExit(
             f"{' '.join(map(str, child.args))} failed ({child.returncode}):\n{log_text}"
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -15,6 +16,7 @@ from benchmarks import (
     profile_step,
     shared_device_sps,
     step_parts,
+    train_sps,
     update_throughput,
 )
 from benchmarks.train_sps import shared_window_rates
@@ -236,11 +238,13 @@ def test_batched_seeds_rejects_a_seed_count_below_one(capsys):
 # ---- benchmarks/shared_device_sps.py: N trainers sharing one device --------------------------
 
 
-def shared_sps_rows(out: str) -> dict[int, list[str]]:
-    """The table's rows by N: [N, median, min-max, aggregate, / N=1, peak RSS, wall]."""
+def shared_sps_rows(out: str, *, table: int = 0) -> dict[int, list[str]]:
+    """A table's rows by N: [N, median, min-max, aggregate, / N=1, peak RSS, wall (, batch /
+    processes)]; table 0 is the processes', 1 the seed batches'."""
+    tables = re.findall(r"(?:^\|.*\n)+", out, flags=re.MULTILINE)
     return {
         int(cells[0]): cells
-        for line in out.splitlines()
+        for line in tables[table].splitlines()
         if re.match(r"^\|\s+\d+ \|", line)
         for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
     }
@@ -250,7 +254,7 @@ def shared_sps_rows(out: str) -> dict[int, list[str]]:
 def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
     tiny = ["--device", "cpu", "--env", "InvertedPendulum-v4", "--runs", "1", "2",
             "--total-timesteps", "2200", "--learning-starts", "1000", "--buffer-size", "2400",
-            "--extra", "--batch-size", "64"]  # fmt: skip
+            "--seed-batch", "--extra", "--batch-size", "64"]  # fmt: skip
     assert shared_device_sps.main(tiny) == 0
     out = capsys.readouterr().out
     rows = shared_sps_rows(out)
@@ -271,6 +275,33 @@ def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
                         flags=re.MULTILINE)  # fmt: skip
     assert per_run and sorted(map(float, per_run.groups())) == [low, high], out
     assert "device: cpu (" in out and "aggregate SPS: the sum of the N per-run SPS" in out
+    # --seed-batch: each N's seeds as one process too, against that N's processes.
+    batches = shared_sps_rows(out, table=1)
+    assert set(batches) == {1, 2}, out
+    for runs, (_, median, spread, aggregate, _, rss, wall, against) in batches.items():
+        low, high = map(float, spread.split("-"))
+        assert 0 < low <= float(median) <= high and float(rss) > 100 and float(wall) > 0, out
+        assert float(aggregate) == pytest.approx(low + high if runs == 2 else low, abs=0.11)
+        expected = float(aggregate) / float(rows[runs][3])
+        assert float(against) == pytest.approx(expected, abs=0.006), out
+    assert "one batch: python -m sacbench.train_seeds --threads 1" in out
+
+
+def test_one_core_pins_every_trainer_to_one_allowed_cpu(tmp_path):
+    one_core = shared_device_sps.parse_args(["--device", "cpu", "--one-core"])
+    pinned = shared_device_sps.pinned_cpus(one_core)
+    assert pinned is not None and len(pinned) == 1 and pinned <= os.sched_getaffinity(0)
+    everywhere = shared_device_sps.parse_args(["--device", "cpu"])
+    assert shared_device_sps.pinned_cpus(everywhere) is None
+    # The pin reaches the child: Popen returns after exec, long before the trainer is done.
+    run = shared_device_sps.run_options(one_core, seed=1)
+    child = train_sps.start_trainer(tmp_path / "run", env_id="Hopper-v4", path="fast",
+                                    options=run, cpus=pinned)  # fmt: skip
+    try:
+        assert os.sched_getaffinity(child.pid) == pinned
+    finally:
+        child.kill()
+        child.wait()
 
 
 def test_shared_window_rates_keep_the_windows_inside_the_span_all_runs_trained():
