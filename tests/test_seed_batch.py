@@ -13,6 +13,7 @@ allows 1e-5 and 1e-4), while two different seeds differ by 0.6.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ import torch
 
 from sacbench.training.checkpoint import load_state
 from sacbench.training.seed_batch_cli import main as main_seed_batch
-from tests.trainer_runs import read_scalars, reproducible, run_trainer
+from tests.trainer_runs import read_scalars, reproducible, run_trainer, stop_once_it_prints
 
 pytestmark = pytest.mark.slow
 
@@ -95,29 +96,15 @@ def test_each_seed_of_a_batch_trains_as_it_does_alone(tmp_path):
     assert other_seed > 0.1
 
 
-def _stop_in_training(run_dir_pattern: Path) -> tuple[int, str]:
-    """Start a batch of LONGER, send SIGTERM once seed 2 logs step 1200; (status, output)."""
-    process = subprocess.Popen(
-        batch_command(run_dir_pattern, *LONGER),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    lines = []
-    for line in process.stdout:
-        lines.append(line)
-        if line.startswith("seed=2 global_step=1200, SPS="):
-            process.send_signal(signal.SIGTERM)
-            break
-    lines.append(process.communicate(timeout=120)[0])
-    return process.returncode, "".join(lines)
-
-
 def test_a_stopped_batch_resumes_as_if_uninterrupted_and_each_seed_can_go_on_alone(tmp_path):
     run_batch(tmp_path / "whole" / "seed{seed}", *LONGER)
     pattern = tmp_path / "stopped" / "seed{seed}"
-    status, output = _stop_in_training(pattern)
+    status, output = stop_once_it_prints(
+        batch_command(pattern, *LONGER),
+        line_prefix="seed=2 global_step=1200, SPS=",
+        cwd=tmp_path,
+        env=dict(os.environ),
+    )
     assert status == 128 + signal.SIGTERM, output
     stopped_at = load_state(tmp_path / "stopped" / "seed1" / "checkpoint" / "state.pt")
     step = stopped_at["global_step"]

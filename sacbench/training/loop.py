@@ -17,7 +17,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from sacbench.sac.algorithm import LOG_EVERY, update_schedule
+from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
 from sacbench.sac.learners import Learner, make_learner
 from sacbench.sac.mixed_precision import NATIVE_BF16_CPU_FLAGS, native_bf16_products
@@ -309,12 +309,7 @@ def _train_step(
 ) -> bool:
     """The update the schedule asks for at global_step, if any; True when it was a log point."""
     args = session.args
-    schedule = update_schedule(
-        global_step,
-        learning_starts=args.learning_starts,
-        policy_frequency=args.policy_frequency,
-        target_network_frequency=args.target_network_frequency,
-    )
+    schedule = scheduled_updates(args, global_step)
     if not schedule.train:
         return False
     metrics = session.learner.update(session.buffer.sample(args.batch_size), schedule)
@@ -326,6 +321,16 @@ def _train_step(
     )
     window.restart(global_step, now)
     return True
+
+
+def scheduled_updates(args: Args, global_step: int) -> UpdateSchedule:
+    """CleanRL's schedule at global_step, under the run's args."""
+    return update_schedule(
+        global_step,
+        learning_starts=args.learning_starts,
+        policy_frequency=args.policy_frequency,
+        target_network_frequency=args.target_network_frequency,
+    )
 
 
 def log_update(
@@ -393,9 +398,7 @@ def _maybe_checkpoint(
     finished_steps: int,
 ) -> None:
     """Checkpoint at the interval, or when a stop was asked for, unless the run is done."""
-    args = session.args
-    periodic = args.checkpoint_interval > 0 and finished_steps % args.checkpoint_interval == 0
-    if not (periodic or stop.requested) or finished_steps >= args.total_timesteps:
+    if not checkpoint_due(session.args, stop, finished_steps):
         return
     checkpoint_started = time.time()
     elapsed_seconds = time.time() - session.state.start_time  # read before the flush, as always
@@ -403,6 +406,13 @@ def _maybe_checkpoint(
     capture_checkpoint(session, global_step=finished_steps, elapsed_seconds=elapsed_seconds)
     # Keep steady_SPS about training: the pause for the checkpoint is not counted.
     window.pause(time.time() - checkpoint_started)
+
+
+def checkpoint_due(args: Args, stop: StopRequested, finished_steps: int) -> bool:
+    """A checkpoint is due after `finished_steps` steps: at the interval, or when a stop was
+    asked for, unless the run is done."""
+    periodic = args.checkpoint_interval > 0 and finished_steps % args.checkpoint_interval == 0
+    return (periodic or stop.requested) and finished_steps < args.total_timesteps
 
 
 def stop_status(

@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from sacbench.sac.algorithm import update_schedule
 from sacbench.sac.args import Args, run_defining_args
 from sacbench.sac.batched import BatchedLearner, stack_batches
 from sacbench.sac.fast_learner import FastLearner
@@ -36,6 +35,7 @@ from sacbench.training.event_log import EventLog, SteadyWindow
 from sacbench.training.loop import (
     build_learner_and_buffer,
     check_arguments,
+    checkpoint_due,
     finished_run,
     log_update,
     record_end,
@@ -43,6 +43,7 @@ from sacbench.training.loop import (
     report_progress,
     resolve_device,
     run_progress,
+    scheduled_updates,
     stop_status,
 )
 from sacbench.training.rng import rng_states, seed_everything
@@ -340,12 +341,7 @@ def _batch_train_step(
     """The update the schedule asks for, for every seed at once (each from its own buffer);
     True when it was a log point."""
     args = batch.args
-    schedule = update_schedule(
-        global_step,
-        learning_starts=args.learning_starts,
-        policy_frequency=args.policy_frequency,
-        target_network_frequency=args.target_network_frequency,
-    )
+    schedule = scheduled_updates(args, global_step)
     if not schedule.train:
         return False
     samples = [session.buffer.sample(args.batch_size) for session in batch.sessions]
@@ -374,9 +370,7 @@ def _maybe_checkpoint_batch(
     finished_steps: int,
 ) -> None:
     """Every seed's checkpoint at the interval, or when a stop was asked for, unless done."""
-    args = batch.args
-    periodic = args.checkpoint_interval > 0 and finished_steps % args.checkpoint_interval == 0
-    if not (periodic or stop.requested) or finished_steps >= args.total_timesteps:
+    if not checkpoint_due(batch.args, stop, finished_steps):
         return
     checkpoint_started = time.time()
     elapsed = [checkpoint_started - session.state.start_time for session in batch.sessions]
