@@ -77,16 +77,6 @@ SUPPORTED_VALUES: dict[str, object] = {
 }
 
 
-@dataclass
-class SeedBatchArgs(Args):
-    seeds: tuple[int, ...] = (1, 2, 3)
-    """the seeds trained together in this process, each into its own run dir (instead of --seed)"""
-    run_dir: str = "runs/sac/seed{seed}"
-    """each seed's run dir: {seed} stands for the seed; re-running resumes every seed there"""
-    eval_episodes: int = 0
-    """a seed batch runs no evaluation (0); evaluate its saved policies instead"""
-
-
 def seed_runs_args(args: Args, seeds: Sequence[int]) -> list[Args]:
     """Each seed's own trainer arguments (what `python -m sacbench.train` would get for it);
     reject a batch it cannot train, naming the flag, before any file is touched."""

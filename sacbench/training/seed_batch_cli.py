@@ -4,11 +4,27 @@ runs this)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 import tyro
 
+from sacbench.sac.args import Args
 from sacbench.training.errors import RunDirError
-from sacbench.training.seed_batch import SeedBatchArgs, train_seed_batch
+from sacbench.training.seed_batch import train_seed_batch
+
+
+@dataclass
+class SeedBatchArgs(Args):
+    """The trainer's arguments, with --seeds instead of --seed and {seed} in --run-dir."""
+
+    seed: tyro.conf.Suppress[int] = 1  # each run's seed comes from --seeds
+    seeds: tuple[int, ...] = (1, 2, 3)
+    """the seeds trained together in this process, each into its own run dir (instead of --seed)"""
+    run_dir: str = "runs/sac/seed{seed}"
+    """each seed's run dir: {seed} stands for the seed; re-running resumes every seed there"""
+    eval_episodes: int = 0
+    """a seed batch runs no evaluation (0); evaluate its saved policies instead"""
+
 
 SEED_BATCH_DESCRIPTION = (
     "Several seeds of one SAC run trained in one process, each step's updates of all seeds one "
