@@ -53,28 +53,23 @@ from sacbench.training.signals import StopRequested
 
 SEED_FIELD = "{seed}"
 
-# Options a seed batch does not run, each with the reason its error gives.
-UNSUPPORTED: dict[str, str] = {
-    "update_path": "a seed batch computes the fast path (sacbench.sac.batched); train "
-    "--update-path reference runs alone",
-    "precision": "a seed batch computes in float32; train --precision bf16 runs alone",
-    "compile": "a seed batch is not compiled",
-    "cudagraphs": "a seed batch is not captured in CUDA graphs",
-    "eval_frequency": "a seed batch runs no evaluation; evaluate its runs' saved policies "
-    "(--save-model, python -m sacbench.evaluate)",
-    "capture_video": "a seed batch films nothing; film its runs' saved policies "
-    "(--save-model, python -m sacbench.evaluate)",
-    "track": "a seed batch does not sync to W&B",
-}
-SUPPORTED_VALUES: dict[str, object] = {
-    "update_path": "fast",
-    "precision": "fp32",
-    "compile": False,
-    "cudagraphs": False,
-    "eval_frequency": 0,
-    "capture_video": False,
-    "track": False,
-}
+# Options a seed batch does not run: the one value it takes, and the reason its error gives.
+NO_EVALUATION = (
+    "a seed batch runs no evaluation; evaluate its runs' saved policies "
+    "(--save-model, python -m sacbench.evaluate)"
+)
+ONLY: dict[str, tuple[object, str]] = {
+    "update_path": ("fast", "a seed batch computes the fast path (sacbench.sac.batched); train "
+                    "--update-path reference runs alone"),
+    "precision": ("fp32", "a seed batch computes in float32; train --precision bf16 runs alone"),
+    "compile": (False, "a seed batch is not compiled"),
+    "cudagraphs": (False, "a seed batch is not captured in CUDA graphs"),
+    "eval_frequency": (0, NO_EVALUATION),
+    "eval_episodes": (0, NO_EVALUATION),
+    "capture_video": (False, "a seed batch films nothing; film its runs' saved policies "
+                      "(--save-model, python -m sacbench.evaluate)"),
+    "track": (False, "a seed batch does not sync to W&B"),
+}  # fmt: skip
 
 
 def seed_runs_args(args: Args, seeds: Sequence[int]) -> list[Args]:
@@ -82,11 +77,9 @@ def seed_runs_args(args: Args, seeds: Sequence[int]) -> list[Args]:
     reject a batch it cannot train, naming the flag, before any file is touched."""
     problems = [
         f"--{name.replace('_', '-')} {getattr(args, name)!r}: {why}"
-        for name, why in UNSUPPORTED.items()
-        if getattr(args, name) != SUPPORTED_VALUES[name]
+        for name, (only, why) in ONLY.items()
+        if getattr(args, name) != only
     ]
-    if args.eval_episodes != 0:
-        problems.append(f"--eval-episodes {args.eval_episodes}: {UNSUPPORTED['eval_frequency']}")
     if not seeds:
         problems.append("--seeds: give at least one seed")
     if len(set(seeds)) != len(seeds):
