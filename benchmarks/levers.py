@@ -3,6 +3,8 @@
     python benchmarks/levers.py preallocated-outputs [--env Humanoid-v4] [--rounds 13]
     python benchmarks/levers.py compiled-critic-step [--rounds 9]
     python benchmarks/levers.py python-dispatch
+    python benchmarks/levers.py fused-critic-step [--env Humanoid-v4] [--rounds 13]
+    python benchmarks/levers.py fused-update [--env Humanoid-v4] [--rounds 13]
 
 - preallocated-outputs: every product of the hand-written update writes with out= into a buffer
   kept per call site (keyed by the step's parity, the call's position in the update and the
@@ -14,11 +16,18 @@
 - python-dispatch: what calling an ATen operation from Python costs over calling it from C++,
   on the update's tensor shapes (a C++ loop built with torch.utils.cpp_extension.load_inline,
   which needs a C++ compiler and ninja).
+- fused-critic-step: the hand-written critic step in C++ (sacbench/sac/fused_update.cpp, built
+  with torch.utils.cpp_extension for this CPU on first use): the same MKL products, one critic
+  member at a time, and each chain of elementwise work between two products fused into one pass.
+- fused-update: the same for every step of the update (critic step, the actor's forward passes,
+  actor step, the alpha loss's log-probabilities); Adam, the target update and the order of the
+  draws stay FastLearner's.
 
-The first two build two fast learners from the same seed, check how far their parameters differ
-after `--check` updates from the same state and draws, then time them in alternating rounds of
-`--updates` updates on the same batches, one thread, and print the median of the per-round
-ratios default / lever (above 1: the lever is faster).
+All but python-dispatch build two fast learners from the same seed, check how far their
+parameters differ after `--check` updates from the same state and draws, then time them in
+alternating rounds of `--updates` updates on the same batches, one thread, and print the median
+of the per-round ratios default / lever (above 1: the lever is faster); the levers that replace
+the formulation (compiled-critic-step, fused-*) also time the critic step alone.
 """
 
 from __future__ import annotations
@@ -43,9 +52,11 @@ from sacbench.sac import handwritten
 from sacbench.sac.algorithm import Batch
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.fused import FusedFormulation
 from sacbench.training.envs import EnvError, env_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
+
 from profile_step import (  # noqa: E402
     LEARNING_STARTS,
     alternating_rounds,
@@ -54,7 +65,13 @@ from profile_step import (  # noqa: E402
     run_updates,
 )
 
-LEVERS = ("preallocated-outputs", "compiled-critic-step", "python-dispatch")
+LEVERS = (
+    "preallocated-outputs",
+    "compiled-critic-step",
+    "python-dispatch",
+    "fused-critic-step",
+    "fused-update",
+)
 PRODUCTS = ("mm", "bmm", "addmm", "baddbmm")
 
 
@@ -152,6 +169,19 @@ class CompiledCriticStep(handwritten.HandwrittenFormulation):
             return self.compiled(nets, batch, alpha, gamma)
 
 
+class FusedCriticStep(handwritten.HandwrittenFormulation):
+    """The hand-written formulation with only its critic step computed by the fused C++."""
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        object.__setattr__(self, "fused", FusedFormulation.build())
+
+    def critic_gradients(  # type: ignore[override]
+        self, nets: Any, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        return self.fused.critic_gradients(nets, batch, alpha=alpha, gamma=gamma)
+
+
 def fast_learner(*, obs_dim: int, action_dim: int, batch_size: int) -> FastLearner:
     torch.manual_seed(1)
     return FastLearner(
@@ -183,6 +213,10 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
     if options.lever == "preallocated-outputs":
         preallocated = PreallocatedProducts({1, 2, options.batch_size, obs_dim, action_dim,
                                              obs_dim + action_dim, 256})  # fmt: skip
+    elif options.lever == "fused-critic-step":
+        lever.formulation = FusedCriticStep()
+    elif options.lever == "fused-update":
+        lever.formulation = FusedFormulation.build()
     else:
         lever.formulation = CompiledCriticStep()
 
@@ -211,8 +245,16 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
             rounds=options.rounds,
             run=run,
         )
+        critic_step_lines = (
+            [] if preallocated else critic_step_alone(default, lever, batches, options)
+        )
     ratios = [mine / theirs for mine, theirs in zip(default_times, lever_times, strict=True)]
-    used = f"{len(preallocated.buffers)} buffers" if preallocated else "inductor-compiled"
+    used = {
+        "preallocated-outputs": f"{len(preallocated.buffers) if preallocated else 0} buffers",
+        "compiled-critic-step": "inductor-compiled",
+        "fused-critic-step": "C++, built for this CPU",
+        "fused-update": "C++, built for this CPU",
+    }[options.lever]
     return [
         f"{options.lever} ({used}), {options.env} shapes, batch {options.batch_size}, 1 thread",
         f"parameters after {options.check} updates from the same state and draws differ by at "
@@ -223,6 +265,30 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
         f"rounds of {options.updates})",
         f"default / lever: {statistics.median(ratios):.3f} (median of per-round ratios; "
         f"quartiles {quartiles(ratios)})",
+        *critic_step_lines,
+    ]
+
+
+def critic_step_alone(
+    default: FastLearner, lever: FastLearner, batches: list[Batch], options: argparse.Namespace
+) -> list[str]:
+    """The critic step's gradients alone (no optimizer step), timed like the updates: what the
+    lever changes, without the actor step it leaves as it is."""
+
+    def run(learner: FastLearner, steps: range) -> None:
+        for step in steps:
+            learner.formulation.critic_gradients(
+                learner.networks, batches[step % len(batches)], alpha=learner.alpha, gamma=0.99
+            )
+
+    default_times, lever_times = alternating_rounds(
+        default, lever, steps=range(options.updates), rounds=options.rounds, run=run
+    )
+    ratios = [mine / theirs for mine, theirs in zip(default_times, lever_times, strict=True)]
+    return [
+        f"critic step alone, ms: default {statistics.median(default_times):.2f}, lever "
+        f"{statistics.median(lever_times):.2f}; default / lever: {statistics.median(ratios):.3f} "
+        f"(quartiles {quartiles(ratios)})",
     ]
 
 
@@ -302,9 +368,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     if options.lever == "compiled-critic-step":
         private_api.eager_random_in_compiled_code()
-    lines = (
-        dispatch_cost(options) if options.lever == "python-dispatch" else compare_updates(options)
-    )
+    if options.lever == "python-dispatch":
+        lines = dispatch_cost(options)
+    else:
+        lines = compare_updates(options)
     print("\n".join(lines))
     print(
         f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"

@@ -13,6 +13,7 @@ the per-round ratio path / reference.
     python benchmarks/update_throughput.py                      # HalfCheetah-v4 and Humanoid-v4
     python benchmarks/update_throughput.py --compile            # add a torch.compile column
     python benchmarks/update_throughput.py --bf16               # add --precision bf16 rows
+    python benchmarks/update_throughput.py --fused              # add a --fused-update row
     python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
     python benchmarks/update_throughput.py --against /path/to/other/checkout  # A/B of two trees
 
@@ -71,6 +72,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="also time both fast formulations with --precision bf16 (docs/performance.md)",
     )
+    parser.add_argument(
+        "--fused",
+        action="store_true",
+        help="also time --fused-update (the hand-written update in C++; needs g++ and ninja)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--against",
@@ -126,6 +132,7 @@ def make_learners(
     args: Args,
     compile_too: bool,
     bf16_too: bool = False,
+    fused_too: bool = False,
 ) -> dict[str, Learner]:
     torch.manual_seed(args.seed)
     reference = ReferenceLearner(
@@ -137,6 +144,10 @@ def make_learners(
         "fast-autograd": FastLearner.from_reference(reference, device=cpu, gradients="autograd"),
         "fast": FastLearner.from_reference(reference, device=cpu, gradients="handwritten"),
     }
+    if fused_too:
+        learners["fast-fused"] = FastLearner.from_reference(
+            reference, device=cpu, gradients="fused"
+        )
     if bf16_too:
         bf16 = copy.copy(reference)  # the same networks, read with --precision bf16's args
         bf16.args = dataclasses.replace(args, precision="bf16")
@@ -200,6 +211,7 @@ def benchmark_env(env_id: str, options: argparse.Namespace) -> list[list[object]
         args=args,
         compile_too=options.compile,
         bf16_too=options.bf16,
+        fused_too=options.fused,
     )
     next_step = dict.fromkeys(learners, LEARNING_STARTS + 1)
 

@@ -54,6 +54,13 @@ def test_update_throughput_bf16_adds_both_formulations_in_bfloat16(capsys):
     assert all(float(cells[5]) > 0 for cells in rows.values())
 
 
+def test_update_throughput_fused_adds_the_cpp_update(capsys):
+    assert update_throughput.main([*TINY_UPDATE_TIMING, "--fused"]) == 0
+    rows = hopper_rows(capsys.readouterr().out)
+    assert set(rows) == {"reference", "fast-autograd", "fast", "fast-fused"}
+    assert all(float(cells[5]) > 0 for cells in rows.values())
+
+
 def test_ratio_is_the_median_of_per_round_ratios():
     # Per-round ratios 2, 1.5 and 3: their median is 2; their mean would be 2.17 and the ratio
     # of the medians 1.5.
@@ -159,6 +166,16 @@ def test_compiled_critic_step_lever_matches_the_default_within_rounding(capsys):
     difference = re.search(r"differ by at most ([\d.e+-]+) ", out)
     assert difference is not None and float(difference[1]) < 1e-4, out
     assert re.search(r"default / lever: [\d.]+ ", out), out
+
+
+@pytest.mark.parametrize("lever", ["fused-critic-step", "fused-update"])
+def test_fused_levers_match_the_default_within_rounding_and_time_the_critic_step(capsys, lever):
+    assert levers.main([lever, *TINY_LEVER]) == 0
+    out = capsys.readouterr().out
+    difference = re.search(r"differ by at most ([\d.e+-]+) ", out)
+    assert difference is not None and float(difference[1]) < 1e-4, out
+    critic_step = re.search(r"critic step alone, ms: default ([\d.]+), lever ([\d.]+)", out)
+    assert critic_step is not None and float(critic_step[1]) > 0 and float(critic_step[2]) > 0
 
 
 def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsys):

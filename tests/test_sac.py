@@ -239,7 +239,7 @@ def test_alpha_loss_uses_log_pi_of_the_updated_actor(path):
 
 
 @pytest.mark.parametrize("autotune", [True, False])
-@pytest.mark.parametrize("gradients", ["handwritten", "autograd"])
+@pytest.mark.parametrize("gradients", ["handwritten", "autograd", "fused"])
 def test_fast_and_reference_updates_are_equivalent(gradients, autotune):
     """The equivalence test of the speed issue: same state, same batches, several steps."""
     reference = make_reference(autotune=autotune, alpha=0.3)
@@ -264,7 +264,7 @@ def test_fast_and_reference_updates_are_equivalent(gradients, autotune):
     torch.testing.assert_close(fast.log_alpha, reference.log_alpha, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("gradients", ["handwritten", "autograd"])
+@pytest.mark.parametrize("gradients", ["handwritten", "autograd", "fused"])
 def test_fixed_alpha_is_never_tuned(gradients):
     reference = make_reference(autotune=False, alpha=0.3)
     schedule = update_schedule(

@@ -74,6 +74,10 @@ class Args:
     """compile the fast path's autograd formulation with torch.compile (for GPUs)"""
     cudagraphs: bool = False
     """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
+    fused_update: bool = False
+    """compute the fast path's hand-written update in C++ with its elementwise work fused (CPU
+    only; compiled for this CPU on first use, which needs a C++ compiler and ninja); float32,
+    the same mathematics up to summation order"""
     overwrite: bool = False
     """move a run dir holding different run-defining args aside (never deleted) and train afresh;
     a finished run with the same args is never trained again"""
@@ -100,6 +104,7 @@ SESSION_FIELDS: frozenset[str] = frozenset(
         "cuda",
         "compile",
         "cudagraphs",
+        "fused_update",
         # What a run leaves besides its training: videos of its evaluations, its final actor.
         "capture_video",
         "save_model",
@@ -195,6 +200,19 @@ def validate_args(args: Args) -> list[str]:
             f"--precision {args.precision} applies to --update-path fast only "
             "(the reference path is CleanRL's float32 computation)"
         )
+    if args.fused_update:
+        settings = (
+            ("--update-path reference", args.update_path == "reference"),
+            ("--precision bf16", args.precision == "bf16"),
+            ("--compile", args.compile),
+            ("--cudagraphs", args.cudagraphs),
+        )
+        clashes = [flag for flag, on in settings if on]
+        if clashes:
+            problems.append(
+                f"--fused-update computes the fast path's hand-written float32 update: not with "
+                f"{', '.join(clashes)}"
+            )
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems

@@ -45,12 +45,33 @@ from sacbench.sac.args import Args
 from sacbench.sac.autograd import AutogradFormulation
 from sacbench.sac.ensemble import EnsembleCritic
 from sacbench.sac.formulation import FastNetworks, Formulation
+from sacbench.sac.fused import FusedFormulation
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.mixed_precision import MixedPrecision
 from sacbench.sac.policy import sample_action_fast
 from sacbench.sac.reference_learner import ReferenceLearner
 
-Gradients = Literal["handwritten", "autograd"]
+Gradients = Literal["handwritten", "autograd", "fused"]
+
+
+def formulation_for(gradients: Gradients, *, args: Args, device: torch.device) -> Formulation:
+    """The formulation that computes the update's gradients (FastLearner's `gradients`)."""
+    if args.compile and gradients != "autograd":
+        raise ValueError("--compile compiles the autograd formulation: gradients='autograd'")
+    bf16 = args.precision == "bf16"
+    if gradients == "handwritten":
+        # Its long products only (sacbench.sac.products): thin ones gain nothing from bfloat16
+        # on a CPU.
+        return HandwrittenFormulation(torch.bfloat16 if bf16 else None)
+    if gradients == "fused":
+        if device.type != "cpu" or bf16:
+            raise ValueError(
+                f"the fused update (--fused-update) computes float32 on the CPU, not "
+                f"--precision {args.precision} on {device.type}"
+            )
+        return FusedFormulation.build()
+    autograd = AutogradFormulation(compile=args.compile, cudagraphs=args.cudagraphs, device=device)
+    return MixedPrecision(autograd, device=device) if bf16 else autograd
 
 
 class FastLearner:
@@ -58,9 +79,11 @@ class FastLearner:
 
     `gradients` picks how the update's gradients are computed, over the same state:
     "handwritten" (sacbench.sac.handwritten, the default in eager mode: no autograd graph, and
-    the actor loss backpropagated through each sample's smaller critic only) or "autograd"
+    the actor loss backpropagated through each sample's smaller critic only), "autograd"
     (the loss functions of sacbench.sac.autograd through torch.autograd.grad; what --compile
-    compiles, since the handwritten form gathers rows by data-dependent counts). With
+    compiles, since the handwritten form gathers rows by data-dependent counts) or "fused"
+    (--fused-update: the hand-written update in C++, its elementwise work fused;
+    sacbench.sac.fused). With
     `args.precision == "bf16"` either runs its products in bfloat16 and keeps everything the
     optimizers hold in float32 (sacbench.sac.mixed_precision).
     """
@@ -76,11 +99,11 @@ class FastLearner:
         gradients: Gradients | None = None,
     ) -> None:
         if gradients is None:
-            gradients = "autograd" if args.compile else "handwritten"
+            gradients = (
+                "autograd" if args.compile else "fused" if args.fused_update else "handwritten"
+            )
         if gradients not in get_args(Gradients):
             raise ValueError(f"gradients must be one of {get_args(Gradients)}, got {gradients!r}")
-        if args.compile and gradients != "autograd":
-            raise ValueError("--compile compiles the autograd formulation: gradients='autograd'")
         self.gradients: Gradients = gradients
         action_dim = len(action_low)
         self.args = args
@@ -111,18 +134,7 @@ class FastLearner:
             critic_parameters=self._critic_parameters,
             actor_parameters=self._actor_parameters,
         )
-        bf16 = args.precision == "bf16"
-        self.formulation: Formulation
-        if gradients == "handwritten":
-            # Its long products only (sacbench.sac.products): thin ones gain nothing from
-            # bfloat16 on a CPU.
-            self.formulation = HandwrittenFormulation(torch.bfloat16 if bf16 else None)
-        else:
-            self.formulation = AutogradFormulation(
-                compile=args.compile, cudagraphs=args.cudagraphs, device=device
-            )
-            if bf16:
-                self.formulation = MixedPrecision(self.formulation, device=device)
+        self.formulation = formulation_for(gradients, args=args, device=device)
 
     @classmethod
     def from_reference(

@@ -21,6 +21,7 @@ import torch
 
 from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
+from sacbench.sac.fused import fused_update_extension
 from sacbench.sac.learners import Learner, make_learner
 from sacbench.sac.mixed_precision import NATIVE_BF16_CPU_FLAGS, native_bf16_products
 from sacbench.training.envs import (
@@ -62,6 +63,14 @@ def resolve_device(args: Args) -> torch.device:
     return torch.device("cuda" if use_cuda else "cpu")
 
 
+def check_fused_update(device: torch.device) -> None:
+    """--fused-update's C++, built now (once per machine and source; about a minute) so that a
+    machine that cannot build it fails before the run dir is touched."""
+    if device.type != "cpu":
+        raise ValueError(f"--fused-update runs on the CPU; this run's device is {device.type}")
+    fused_update_extension()
+
+
 def train(args: Args) -> int:
     """Train (or resume) the run in args.run_dir; return the process exit status."""
     check_arguments(args)
@@ -82,6 +91,8 @@ def train(args: Args) -> int:
             "slower than with --precision fp32",
             stacklevel=2,
         )
+    if args.fused_update:
+        check_fused_update(device)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
     # Before the event log's SummaryWriter exists, which W&B must see created (--track only).
     tracker = start_tracking(args=args, run_dir=run_dir.path, device=str(device))

@@ -64,6 +64,8 @@ ONLY: dict[str, tuple[object, str]] = {
     "precision": ("fp32", "a seed batch computes in float32; train --precision bf16 runs alone"),
     "compile": (False, "a seed batch is not compiled"),
     "cudagraphs": (False, "a seed batch is not captured in CUDA graphs"),
+    "fused_update": (False, "a seed batch computes the autograd formulation; train "
+                     "--fused-update runs alone"),
     "eval_frequency": (0, NO_EVALUATION),
     "eval_episodes": (0, NO_EVALUATION),
     "capture_video": (False, "a seed batch films nothing; film its runs' saved policies "

@@ -1,0 +1,172 @@
+"""The hand-written update with its elementwise work fused, in C++ (`--fused-update`).
+
+fused_update.cpp computes every step of sacbench.sac.handwritten's formulation (the critic step,
+the actor's forward passes, the actor step, the alpha loss's log-probabilities) with the same
+matrix products (ATen's, i.e. MKL's on a CPU), one critic member at a time so that each [B, 256]
+activation is still in the core's L2 cache when the pass after its product reads it, and every
+chain of elementwise work between two products fused into one pass. FastLearner keeps the Adam
+steps, the target update and the order of the random draws. Only summation orders differ from the
+hand-written path (float32 rounding; tests/test_fused.py).
+
+The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
+a C++ compiler and ninja; ~1 minute), and kept under $TORCH_EXTENSIONS_DIR (by default
+~/.cache/torch_extensions) until its source or torch changes. CPU tensors only.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import torch
+
+from sacbench.sac.algorithm import LOG_STD_MIN, Actor, Batch, alpha_loss_fn
+from sacbench.sac.formulation import ActorPass, FastNetworks, Policy
+from sacbench.sac.policy import HALF_LOG_2PI, LOG_STD_HALF_RANGE, PolicyForward
+
+SOURCE = Path(__file__).resolve().parent / "fused_update.cpp"
+
+
+class FusedUpdateUnavailable(RuntimeError):
+    """The C++ update cannot be built here (no C++ compiler or ninja, or the build failed)."""
+
+
+def missing_build_tools() -> list[str]:
+    """The build tools torch.utils.cpp_extension needs that are not on PATH."""
+    compiler = shutil.which("c++") or shutil.which("g++")
+    return [name for name, found in (("a C++ compiler (c++ or g++)", compiler),
+                                     ("ninja", shutil.which("ninja"))) if not found]  # fmt: skip
+
+
+@functools.cache
+def fused_update_extension() -> Any:
+    """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not."""
+    missing = missing_build_tools()
+    if missing:
+        raise FusedUpdateUnavailable(
+            f"--fused-update compiles {SOURCE.name} on first use and needs {' and '.join(missing)}"
+            " on PATH (Debian: apt-get install g++; ninja: pip install ninja)"
+        )
+    from torch.utils.cpp_extension import load
+
+    try:
+        return load(
+            "sacbench_fused_update", sources=[str(SOURCE)], extra_cflags=["-O3", "-march=native"]
+        )
+    except (RuntimeError, OSError) as error:
+        raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
+
+
+def actor_tensors(actor: Actor) -> list[torch.Tensor]:
+    """The actor's weights and biases, then its action scale and bias, as the C++ reads them."""
+    layers = (actor.fc1, actor.fc2, actor.fc_mean, actor.fc_logstd)
+    return [tensor.detach() for layer in layers for tensor in (layer.weight, layer.bias)] + [
+        actor.action_scale,
+        actor.action_bias,
+    ]
+
+
+def detached(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [tensor.detach() for tensor in module.parameters()]
+
+
+@dataclass(frozen=True)
+class FusedFormulation:
+    """sacbench.sac.formulation.Formulation computed by fused_update.cpp; the same draws, in the
+    same order, as HandwrittenFormulation (each a standard-normal [B, A] tensor, as
+    squashed_sample's randn_like draws it)."""
+
+    extension: Any
+
+    @classmethod
+    def build(cls) -> FusedFormulation:
+        return cls(fused_update_extension())
+
+    @torch.no_grad()
+    def critic_gradients(
+        self, nets: FastNetworks, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        noise = torch.randn(batch.observations.shape[0], nets.actor.fc_mean.out_features)
+        *gradients, metrics = self.extension.critic_step(
+            actor_tensors(nets.actor),
+            detached(nets.critic),
+            detached(nets.target_critic),
+            # The replay buffer's columns may be strided views; the C++ reads dense rows.
+            batch.observations.contiguous(),
+            batch.actions.contiguous(),
+            batch.next_observations.contiguous(),
+            batch.rewards.contiguous(),
+            batch.terminations.contiguous(),
+            noise,
+            float(alpha),
+            gamma,
+            LOG_STD_MIN,
+            LOG_STD_HALF_RANGE,
+            HALF_LOG_2PI,
+        )
+        return tuple(gradients), metrics
+
+    def policy(self, actor: Actor, observations: torch.Tensor) -> PolicyForward:
+        observations = observations.contiguous()  # the C++ reads dense rows
+        outputs = self.extension.policy_forward(
+            actor_tensors(actor), observations, LOG_STD_MIN, LOG_STD_HALF_RANGE
+        )
+        return PolicyForward(observations, *outputs)
+
+    @torch.no_grad()
+    def begin_actor_updates(
+        self, nets: FastNetworks, observations: torch.Tensor, *, count: int
+    ) -> ActorPass:
+        observations = observations.contiguous()  # for both the C++ and observation_part
+        return ActorPass(
+            self.policy(nets.actor, observations), nets.critic.observation_part(observations)
+        )
+
+    @torch.no_grad()
+    def actor_gradients(
+        self,
+        nets: FastNetworks,
+        observations: torch.Tensor,
+        actor_pass: ActorPass,
+        *,
+        alpha: torch.Tensor | float,
+    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        policy = cast(PolicyForward, actor_pass.policy)  # begin_actor_updates, updated_policy
+        noise = torch.randn(policy.mean.shape)
+        *gradients, actor_loss = self.extension.actor_step(
+            actor_tensors(nets.actor),
+            detached(nets.critic),
+            policy.observations,  # dense (FusedFormulation.policy)
+            [policy.hidden1, policy.hidden2, policy.mean, policy.log_std_tanh, policy.log_std],
+            actor_pass.observation_part,
+            noise,
+            float(alpha),
+            LOG_STD_HALF_RANGE,
+            HALF_LOG_2PI,
+        )
+        return tuple(gradients), actor_loss
+
+    @torch.no_grad()
+    def updated_policy(
+        self, nets: FastNetworks, observations: torch.Tensor, *, keep_graph: bool
+    ) -> PolicyForward:
+        return self.policy(nets.actor, observations)
+
+    @torch.no_grad()
+    def alpha_loss(
+        self,
+        nets: FastNetworks,
+        policy: Policy,
+        *,
+        log_alpha: torch.Tensor,
+        target_entropy: float,
+    ) -> torch.Tensor:
+        forward = cast(PolicyForward, policy)  # from updated_policy
+        noise = torch.randn(forward.mean.shape)
+        log_pi = self.extension.sample_log_prob(
+            actor_tensors(nets.actor), forward.mean, forward.log_std, noise, HALF_LOG_2PI
+        )
+        return alpha_loss_fn(log_alpha=log_alpha, log_pi=log_pi, target_entropy=target_entropy)

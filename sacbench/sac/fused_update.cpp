@@ -1,0 +1,436 @@
+// The fast path's hand-written update (sacbench/sac/handwritten.py) in C++, for --fused-update
+// (sacbench/sac/fused.py builds it for the CPU it runs on and calls it). The same products as the
+// eager path (ATen's, i.e. MKL's), but:
+// - the critics one member at a time, so that each [B, 256] activation (256 KiB) is still in the
+//   core's L2 cache (512 KiB on Zen 3) when the pass after its product reads it;
+// - every chain of elementwise work between two products as one pass: bias and ReLU after a
+//   product (for a critic's second hidden layer also its output layer's dot product); the loss
+//   gradient at a critic's output with its ReLU mask and the column sums that are the bias and
+//   output-weight gradients; a ReLU mask with its bias gradient; the squashed sample with its
+//   log-probability; the actor's backward pass through the sample and its heads;
+// - no Python between the operations of a step.
+// Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
+#include <torch/extension.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+constexpr int64_t kLanes = 8;  // partial sums per dot product: one AVX2 register of floats
+
+float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
+
+// The loops below read raw float pointers: every input must be a dense float32 CPU tensor.
+void check_dense(const Tensor& tensor, const char* name) {
+  TORCH_CHECK(tensor.is_cpu() && tensor.scalar_type() == at::kFloat && tensor.is_contiguous(),
+              name, " must be a contiguous float32 CPU tensor, got ", tensor.scalar_type(), " on ",
+              tensor.device(), tensor.is_contiguous() ? "" : " (not contiguous)");
+}
+
+void check_dense(const std::vector<Tensor>& tensors, const char* name) {
+  for (const Tensor& tensor : tensors) check_dense(tensor, name);
+}
+
+// rows x cols, row-major: x <- relu(x + bias), or relu(x) with no bias.
+void add_bias_relu(float* x, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float value = bias == nullptr ? row[c] : row[c] + bias[c];
+      row[c] = value < 0.f ? 0.f : value;
+    }
+  }
+}
+
+// x <- relu(x + bias), and q[r] = x[r] . w_out + b_out (the output layer), in one pass; cols is a
+// multiple of kLanes.
+void add_bias_relu_output(float* x, const float* bias, const float* w_out, float b_out, float* q,
+                          int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x + r * cols;
+    float partial[kLanes] = {};
+    for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
+      for (int64_t lane = 0; lane < kLanes; ++lane) {
+        const int64_t c = c0 + lane;
+        float value = row[c] + bias[c];
+        value = value < 0.f ? 0.f : value;
+        row[c] = value;
+        partial[lane] += value * w_out[c];
+      }
+    }
+    float sum = 0.f;
+    for (float value : partial) sum += value;
+    q[r] = sum + b_out;
+  }
+}
+
+// The output layer's backward pass and the second hidden layer's ReLU mask: for each row,
+// d_hidden[r] = (hidden[r] > 0) * d_q[r] * w_out; the column sums d_bias += d_hidden[r] and
+// d_w_out += d_q[r] * hidden[r].
+void output_backward(const float* hidden, const float* d_q, const float* w_out, float* d_hidden,
+                     float* d_bias, float* d_w_out, int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) d_bias[c] = d_w_out[c] = 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* h = hidden + r * cols;
+    float* d = d_hidden + r * cols;
+    const float scale = d_q[r];
+    for (int64_t c = 0; c < cols; ++c) {
+      const float gradient = h[c] > 0.f ? scale * w_out[c] : 0.f;
+      d[c] = gradient;
+      d_bias[c] += gradient;
+      d_w_out[c] += scale * h[c];
+    }
+  }
+}
+
+// d <- (hidden > 0) * d, and d_bias = column sums of the result.
+void relu_backward_bias(const float* hidden, float* d, float* d_bias, int64_t rows, int64_t cols) {
+  for (int64_t c = 0; c < cols; ++c) d_bias[c] = 0.f;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* h = hidden + r * cols;
+    float* row = d + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float gradient = h[c] > 0.f ? row[c] : 0.f;
+      row[c] = gradient;
+      d_bias[c] += gradient;
+    }
+  }
+}
+
+struct Critic {
+  Tensor w1, w2, w3, b1, b2, b3;  // [M, in, out] and [M, 1, out], as EnsembleCritic stores them
+};
+
+Critic critic_of(const std::vector<Tensor>& tensors) {
+  TORCH_CHECK(tensors.size() == 6, "a critic is 3 weights and 3 biases, got ", tensors.size());
+  check_dense(tensors, "every critic tensor");
+  return {tensors[0], tensors[1], tensors[2], tensors[3], tensors[4], tensors[5]};
+}
+
+// One member's two hidden layers and output on `inputs` [B, in]; hidden1, hidden2 [B, 256].
+void member_forward(const Critic& critic, int64_t member, const Tensor& inputs, Tensor& hidden1,
+                    Tensor& hidden2, float* q) {
+  const int64_t rows = inputs.size(0), width = critic.w2.size(2);
+  at::mm_out(hidden1, inputs, critic.w1[member]);
+  add_bias_relu(data(hidden1), data(critic.b1[member]), rows, width);
+  at::mm_out(hidden2, hidden1, critic.w2[member]);
+  add_bias_relu_output(data(hidden2), data(critic.b2[member]), data(critic.w3[member]),
+                       critic.b3[member].item<float>(), q, rows, width);
+}
+
+struct Actor {
+  Tensor w1, b1, w2, b2, w_mean, b_mean, w_log_std, b_log_std, scale, shift;
+};
+
+Actor actor_of(const std::vector<Tensor>& tensors) {
+  TORCH_CHECK(tensors.size() == 10,
+              "actor: fc1 w, b, fc2 w, b, mean w, b, log-std w, b, action scale, action bias");
+  check_dense(tensors, "every actor tensor");
+  return {tensors[0], tensors[1], tensors[2], tensors[3], tensors[4],
+          tensors[5], tensors[6], tensors[7], tensors[8], tensors[9]};
+}
+
+struct PolicyForward {
+  Tensor hidden1, hidden2, mean, log_std_tanh, log_std;  // as sacbench.sac.policy names them
+};
+
+PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
+                                double log_std_min, double log_std_half_range) {
+  const int64_t rows = observations.size(0);
+  const auto options = observations.options();
+  PolicyForward out;
+  out.hidden1 = at::empty({rows, actor.w1.size(0)}, options);
+  at::mm_out(out.hidden1, observations, actor.w1.t());
+  add_bias_relu(data(out.hidden1), data(actor.b1), rows, out.hidden1.size(1));
+  out.hidden2 = at::empty({rows, actor.w2.size(0)}, options);
+  at::mm_out(out.hidden2, out.hidden1, actor.w2.t());
+  add_bias_relu(data(out.hidden2), data(actor.b2), rows, out.hidden2.size(1));
+  out.mean = at::addmm(actor.b_mean, out.hidden2, actor.w_mean.t());
+  out.log_std_tanh = at::addmm(actor.b_log_std, out.hidden2, actor.w_log_std.t());
+  out.log_std = at::empty_like(out.mean);
+  float *tanh_out = data(out.log_std_tanh), *log_std = data(out.log_std);
+  const float minimum = static_cast<float>(log_std_min);
+  const float half_range = static_cast<float>(log_std_half_range);
+  for (int64_t i = 0; i < out.mean.numel(); ++i) {
+    tanh_out[i] = std::tanh(tanh_out[i]);
+    log_std[i] = minimum + half_range * (tanh_out[i] + 1.f);
+  }
+  return out;
+}
+
+// The squashed sample's action (into `action`, row stride `action_stride`) and log-probability
+// per row, from the standard-normal draw `noise`.
+void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tensor& noise,
+                     double half_log_2pi, float* action, int64_t action_stride, float* log_pi,
+                     float* squashed_out = nullptr, float* jacobian_out = nullptr,
+                     float* std_out = nullptr) {
+  const int64_t rows = noise.size(0), action_dim = noise.size(1);
+  const float *m = data(policy.mean), *log_std = data(policy.log_std), *z = data(noise);
+  const float *scale = data(actor.scale), *shift = data(actor.shift);
+  for (int64_t r = 0; r < rows; ++r) {
+    float sum = 0.f;
+    for (int64_t a = 0; a < action_dim; ++a) {
+      const int64_t i = r * action_dim + a;
+      const float std_value = std::exp(log_std[i]);
+      const float squashed = std::tanh(m[i] + z[i] * std_value);
+      if (action != nullptr) action[r * action_stride + a] = shift[a] + squashed * scale[a];
+      const float jacobian = (1.f - squashed * squashed) * scale[a] + 1e-6f;
+      sum += log_std[i] + 0.5f * z[i] * z[i] + std::log(jacobian);
+      if (squashed_out != nullptr) {
+        squashed_out[i] = squashed;
+        jacobian_out[i] = jacobian;
+        std_out[i] = std_value;
+      }
+    }
+    log_pi[r] = -sum - static_cast<float>(action_dim * half_log_2pi);
+  }
+}
+
+}  // namespace
+
+// The actor's forward pass: hidden1, hidden2, mean, log_std_tanh, log_std.
+std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
+                                   const Tensor& observations, double log_std_min,
+                                   double log_std_half_range) {
+  const at::NoGradGuard no_grad;
+  check_dense(observations, "observations");
+  const PolicyForward out = policy_forward_of(actor_of(actor_tensors), observations, log_std_min,
+                                              log_std_half_range);
+  return {out.hidden1, out.hidden2, out.mean, out.log_std_tanh, out.log_std};
+}
+
+// log pi [B, 1] of the squashed sample drawn with `noise` from a policy_forward's mean, log_std.
+Tensor sample_log_prob(const std::vector<Tensor>& actor_tensors, const Tensor& mean,
+                       const Tensor& log_std, const Tensor& noise, double half_log_2pi) {
+  const at::NoGradGuard no_grad;
+  check_dense({mean, log_std, noise}, "mean, log_std and noise");
+  PolicyForward policy;
+  policy.mean = mean;
+  policy.log_std = log_std;
+  Tensor log_pi = at::empty({noise.size(0), 1}, noise.options());
+  squashed_sample(actor_of(actor_tensors), policy, noise, half_log_2pi, nullptr, 0, data(log_pi));
+  return log_pi;
+}
+
+// Returns the critic gradients in EnsembleCritic.parameters() order (w1, w2, w3, b1, b2, b3) and
+// the [5] metrics q1, q2, loss1, loss2, loss / 2 of HandwrittenFormulation.critic_gradients.
+// `noise` [B, A] is the standard-normal draw of the target policy's sample.
+std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vector<Tensor>& online,
+                                const std::vector<Tensor>& target, const Tensor& observations,
+                                const Tensor& actions, const Tensor& next_observations,
+                                const Tensor& rewards, const Tensor& terminations,
+                                const Tensor& noise, double alpha_value, double gamma_value,
+                                double log_std_min, double log_std_half_range,
+                                double half_log_2pi) {
+  const Critic critic = critic_of(online), target_critic = critic_of(target);
+  check_dense({observations, actions, next_observations, rewards, terminations, noise},
+              "every batch tensor and the noise");
+  const int64_t rows = observations.size(0), action_dim = noise.size(1);
+  const int64_t members = critic.w1.size(0), width = critic.w2.size(2);
+  TORCH_CHECK(width % kLanes == 0, "hidden width must be a multiple of ", kLanes, ", got ", width);
+  const float alpha = static_cast<float>(alpha_value), gamma = static_cast<float>(gamma_value);
+  const at::NoGradGuard no_grad;
+  const auto options = observations.options();
+
+  // The target policy on the next observations, and its squashed sample.
+  const Actor policy = actor_of(actor);
+  const PolicyForward next_policy =
+      policy_forward_of(policy, next_observations, log_std_min, log_std_half_range);
+  const int64_t obs_dim = next_observations.size(1);
+  Tensor next_inputs = at::empty({rows, obs_dim + action_dim}, options);
+  next_inputs.narrow(1, 0, obs_dim).copy_(next_observations);
+  Tensor next_log_pi = at::empty({rows}, options);
+  squashed_sample(policy, next_policy, noise, half_log_2pi, data(next_inputs) + obs_dim,
+                  obs_dim + action_dim, data(next_log_pi));
+
+  // The target critics' values on (next observation, next action): one member at a time, its
+  // activations reused by the next.
+  Tensor scratch1 = at::empty({rows, width}, options), scratch2 = at::empty({rows, width}, options);
+  Tensor next_q = at::empty({members, rows}, options);
+  for (int64_t member = 0; member < members; ++member) {
+    member_forward(target_critic, member, next_inputs, scratch1, scratch2,
+                   data(next_q) + member * rows);
+  }
+  Tensor targets = at::empty({rows}, options);
+  {
+    const float *reward = data(rewards), *terminated = data(terminations);
+    const float *log_pi = data(next_log_pi), *q = data(next_q);
+    float* y = data(targets);
+    for (int64_t r = 0; r < rows; ++r) {
+      float smallest = q[r];
+      for (int64_t member = 1; member < members; ++member) {
+        smallest = std::fmin(smallest, q[member * rows + r]);
+      }
+      y[r] = reward[r] + (1.f - terminated[r]) * gamma * (smallest - alpha * log_pi[r]);
+    }
+  }
+
+  // The critics on (observation, action), each member's backward pass right after its forward.
+  const Tensor inputs = at::cat({observations, actions}, 1);
+  Tensor d_w1 = at::empty_like(critic.w1), d_w2 = at::empty_like(critic.w2);
+  Tensor d_w3 = at::empty_like(critic.w3), d_b1 = at::empty_like(critic.b1);
+  Tensor d_b2 = at::empty_like(critic.b2), d_b3 = at::empty_like(critic.b3);
+  Tensor metrics = at::empty({2 * members + 1}, options);
+  Tensor q = at::empty({rows}, options), d_q = at::empty({rows}, options);
+  Tensor d_hidden2 = at::empty({rows, width}, options), d_hidden1 = at::empty({rows, width}, options);
+  float* metric = data(metrics);
+  float total_loss = 0.f;
+  for (int64_t member = 0; member < members; ++member) {
+    member_forward(critic, member, inputs, scratch1, scratch2, data(q));
+    float q_sum = 0.f, squared_sum = 0.f, d_q_sum = 0.f;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float error = data(q)[r] - data(targets)[r];
+      q_sum += data(q)[r];
+      squared_sum += error * error;
+      data(d_q)[r] = error * (2.0f / static_cast<float>(rows));
+      d_q_sum += data(d_q)[r];
+    }
+    metric[member] = q_sum / static_cast<float>(rows);
+    metric[members + member] = squared_sum / static_cast<float>(rows);
+    total_loss += metric[members + member];
+    data(d_b3)[member] = d_q_sum;
+    output_backward(data(scratch2), data(d_q), data(critic.w3[member]), data(d_hidden2),
+                    data(d_b2[member]), data(d_w3[member]), rows, width);
+    at::mm_out(d_hidden1, d_hidden2, critic.w2[member].t());
+    relu_backward_bias(data(scratch1), data(d_hidden1), data(d_b1[member]), rows, width);
+    Tensor d_w2_member = d_w2[member], d_w1_member = d_w1[member];
+    at::mm_out(d_w2_member, scratch1.t(), d_hidden2);
+    at::mm_out(d_w1_member, inputs.t(), d_hidden1);
+  }
+  metric[2 * members] = total_loss / 2.f;
+  return {d_w1, d_w2, d_w3, d_b1, d_b2, d_b3, metrics};
+}
+
+// The actor step (HandwrittenFormulation.actor_gradients): the actor's gradients in
+// actor.parameters() order, then the actor loss. `policy_tensors`: policy_forward's outputs on
+// `observations`; `observation_part` [M, B, 256]: the critics' first-layer bias plus the
+// observations' product (EnsembleCritic.observation_part); `noise` [B, A]: the sample's draw.
+std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
+                               const std::vector<Tensor>& critic_tensors,
+                               const Tensor& observations,
+                               const std::vector<Tensor>& policy_tensors,
+                               const Tensor& observation_part, const Tensor& noise,
+                               double alpha_value, double log_std_half_range,
+                               double half_log_2pi) {
+  const at::NoGradGuard no_grad;
+  const Actor actor = actor_of(actor_tensors);
+  const Critic critic = critic_of(critic_tensors);
+  TORCH_CHECK(policy_tensors.size() == 5, "policy: hidden1, hidden2, mean, log_std_tanh, log_std");
+  check_dense(policy_tensors, "every policy tensor");
+  check_dense({observations, observation_part, noise}, "observations, observation_part and noise");
+  PolicyForward policy{policy_tensors[0], policy_tensors[1], policy_tensors[2], policy_tensors[3],
+                       policy_tensors[4]};
+  const int64_t rows = noise.size(0), action_dim = noise.size(1);
+  const int64_t members = critic.w1.size(0), width = critic.w2.size(2);
+  const int64_t obs_dim = critic.w1.size(1) - action_dim;
+  TORCH_CHECK(width % kLanes == 0, "hidden width must be a multiple of ", kLanes, ", got ", width);
+  const float alpha = static_cast<float>(alpha_value);
+  const auto options = noise.options();
+
+  Tensor action = at::empty({rows, action_dim}, options), log_pi = at::empty({rows}, options);
+  Tensor squashed = at::empty_like(action), jacobian = at::empty_like(action);
+  Tensor std_values = at::empty_like(action);
+  squashed_sample(actor, policy, noise, half_log_2pi, data(action), action_dim, data(log_pi),
+                  data(squashed), data(jacobian), data(std_values));
+
+  // Both critics on (observation, action), their activations kept for the backward pass.
+  Tensor hidden1 = at::empty({members, rows, width}, options);
+  Tensor hidden2 = at::empty({members, rows, width}, options);
+  Tensor q = at::empty({members, rows}, options);
+  for (int64_t member = 0; member < members; ++member) {
+    Tensor first = hidden1[member], second = hidden2[member];
+    at::addmm_out(first, observation_part[member], action,
+                  critic.w1[member].narrow(0, obs_dim, action_dim));
+    add_bias_relu(data(first), nullptr, rows, width);
+    at::mm_out(second, first, critic.w2[member]);
+    add_bias_relu_output(data(second), data(critic.b2[member]), data(critic.w3[member]),
+                         critic.b3[member].item<float>(), data(q) + member * rows, rows, width);
+  }
+
+  // d(-mean_b min_q_b)/d action through each row's smaller critic only, its rows gathered.
+  const float row_scale = -1.f / static_cast<float>(rows);
+  std::vector<float> min_q(rows);
+  std::vector<std::vector<int64_t>> rows_of(members);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t best = 0;
+    for (int64_t member = 1; member < members; ++member) {
+      if (data(q)[member * rows + r] < data(q)[best * rows + r]) best = member;
+    }
+    min_q[r] = data(q)[best * rows + r];
+    rows_of[best].push_back(r);
+  }
+  Tensor action_gradient = at::empty({rows, action_dim}, options);
+  for (int64_t member = 0; member < members; ++member) {
+    const std::vector<int64_t>& picked = rows_of[member];
+    const int64_t count = static_cast<int64_t>(picked.size());
+    if (count == 0) continue;
+    const float* w_out = data(critic.w3[member]);
+    const float *h1 = data(hidden1[member]), *h2 = data(hidden2[member]);
+    Tensor d_hidden2 = at::empty({count, width}, options);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* h = h2 + picked[i] * width;
+      float* d = data(d_hidden2) + i * width;
+      for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? w_out[c] * row_scale : 0.f;
+    }
+    Tensor d_hidden1 = at::mm(d_hidden2, critic.w2[member].t());
+    for (int64_t i = 0; i < count; ++i) {
+      const float* h = h1 + picked[i] * width;
+      float* d = data(d_hidden1) + i * width;
+      for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? d[c] : 0.f;
+    }
+    // [A, rows] rather than [rows, A]: the faster orientation (handwritten.py says why).
+    const Tensor transposed =
+        at::mm(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t a = 0; a < action_dim; ++a) {
+        data(action_gradient)[picked[i] * action_dim + a] = data(transposed)[a * count + i];
+      }
+    }
+  }
+  float loss_sum = 0.f;
+  for (int64_t r = 0; r < rows; ++r) loss_sum += alpha * data(log_pi)[r] - min_q[r];
+  Tensor actor_loss = at::full({}, loss_sum / static_cast<float>(rows), options);
+
+  // The actor's backward pass (handwritten.policy_gradients), its elementwise work fused.
+  const float log_prob_gradient = alpha / static_cast<float>(rows);
+  const float half_range = static_cast<float>(log_std_half_range);
+  Tensor d_mean = at::empty_like(action), d_head = at::empty_like(action);
+  for (int64_t i = 0; i < rows * action_dim; ++i) {
+    const int64_t a = i % action_dim;
+    const float scale = data(actor.scale)[a], y = data(squashed)[i];
+    const float d_squashed = data(action_gradient)[i] * scale +
+                             log_prob_gradient * (2.f * scale * y / data(jacobian)[i]);
+    const float d_mean_value = d_squashed * (1.f - y * y);
+    data(d_mean)[i] = d_mean_value;
+    const float d_log_std =
+        d_mean_value * data(std_values)[i] * data(noise)[i] - log_prob_gradient;
+    const float t = data(policy.log_std_tanh)[i];
+    data(d_head)[i] = d_log_std * (half_range * (1.f - t * t));
+  }
+  Tensor d_hidden2 = at::mm(d_mean, actor.w_mean);
+  d_hidden2.addmm_(d_head, actor.w_log_std);
+  const int64_t hidden = d_hidden2.size(1);
+  Tensor d_b2 = at::empty({hidden}, options), d_b1 = at::empty({hidden}, options);
+  relu_backward_bias(data(policy.hidden2), data(d_hidden2), data(d_b2), rows, hidden);
+  Tensor d_hidden1 = at::mm(d_hidden2, actor.w2);
+  relu_backward_bias(data(policy.hidden1), data(d_hidden1), data(d_b1), rows, hidden);
+  return {at::mm(d_hidden1.t(), observations),
+          d_b1,
+          at::mm(d_hidden2.t(), policy.hidden1),
+          d_b2,
+          at::mm(d_mean.t(), policy.hidden2),
+          d_mean.sum(0),
+          at::mm(d_head.t(), policy.hidden2),
+          d_head.sum(0),
+          actor_loss};
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("critic_step", &critic_step, "the critic step, fused (see the file header)");
+  module.def("actor_step", &actor_step, "the actor step, fused (see the file header)");
+  module.def("policy_forward", &policy_forward, "the actor's forward pass, fused");
+  module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
+}

@@ -1,0 +1,173 @@
+"""--fused-update: the hand-written update computed by sacbench/sac/fused_update.cpp, compiled here.
+
+Each step against the hand-written path on the same state and draws (whole updates against the
+reference path: tests/test_sac.py), its refusals, and the real trainer with the flag.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from sacbench.sac.algorithm import Batch
+from sacbench.sac.args import Args, validate_args
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.fused import FusedFormulation
+from sacbench.sac.handwritten import HandwrittenFormulation
+from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def fused() -> FusedFormulation:
+    return FusedFormulation.build()  # compiles on first use: needs g++ and ninja, as CI installs
+
+
+def learner_with_shapes(obs_dim: int, action_dim: int, *, batch_size: int) -> FastLearner:
+    torch.manual_seed(4)
+    learner = FastLearner(
+        obs_dim=obs_dim,
+        action_low=-2 * np.ones(action_dim, dtype=np.float32),  # a scale other than 1
+        action_high=np.ones(action_dim, dtype=np.float32),
+        args=Args(batch_size=batch_size),
+        device=CPU,
+    )
+    with torch.no_grad():  # targets apart from the critics, as after some updates
+        for target in learner.target_critic.parameters():
+            target.add_(0.05 * torch.randn_like(target))
+    return learner
+
+
+def shaped_batch(obs_dim: int, action_dim: int, batch_size: int) -> Batch:
+    generator = torch.Generator().manual_seed(obs_dim)
+    return Batch(
+        observations=torch.randn(batch_size, obs_dim, generator=generator),
+        next_observations=torch.randn(batch_size, obs_dim, generator=generator),
+        actions=torch.rand(batch_size, action_dim, generator=generator) * 3 - 2,
+        rewards=torch.randn(batch_size, generator=generator),
+        terminations=(torch.rand(batch_size, generator=generator) < 0.3).float(),
+    )
+
+
+def assert_close_to_scale(ours: torch.Tensor, theirs: torch.Tensor, what: str) -> None:
+    """Within float32 rounding of a differently ordered sum: 1e-5 of the tensor's largest value."""
+    assert ours.shape == theirs.shape, what
+    scale = theirs.abs().max().item()
+    assert scale > 0, f"{what}: all zero, so the comparison would prove nothing"
+    assert (ours - theirs).abs().max().item() <= 1e-5 * scale, what
+
+
+@pytest.mark.parametrize(("obs_dim", "action_dim"), [(11, 3), (376, 17)])
+@pytest.mark.parametrize("alpha", [torch.tensor([0.2]), 0.05])
+def test_each_fused_step_computes_what_the_handwritten_step_does(fused, obs_dim, action_dim, alpha):
+    learner = learner_with_shapes(obs_dim, action_dim, batch_size=48)
+    handwritten = HandwrittenFormulation()
+    nets, batch = learner.networks, shaped_batch(obs_dim, action_dim, 48)
+
+    results = []
+    for formulation in (handwritten, fused):
+        torch.manual_seed(9)  # the same draws, in the same order, for both
+        critic = formulation.critic_gradients(nets, batch, alpha=alpha, gamma=0.99)
+        actor_pass = formulation.begin_actor_updates(nets, batch.observations, count=2)
+        actor = formulation.actor_gradients(nets, batch.observations, actor_pass, alpha=alpha)
+        alpha_loss = formulation.alpha_loss(
+            nets, actor_pass.policy, log_alpha=learner.log_alpha, target_entropy=-action_dim
+        )
+        results.append((critic, actor_pass, actor, alpha_loss))
+    (critic, actor_pass, actor, alpha_loss), (f_critic, f_pass, f_actor, f_alpha_loss) = results
+
+    for index, (ours, theirs) in enumerate(zip(f_critic[0], critic[0], strict=True)):
+        assert_close_to_scale(ours, theirs, f"critic gradient {index}")
+    assert_close_to_scale(f_critic[1], critic[1], "critic metrics")
+    for name in ("hidden1", "hidden2", "mean", "log_std_tanh", "log_std"):
+        assert_close_to_scale(getattr(f_pass.policy, name), getattr(actor_pass.policy, name), name)
+    assert_close_to_scale(f_pass.observation_part, actor_pass.observation_part, "obs part")
+    for index, (ours, theirs) in enumerate(zip(f_actor[0], actor[0], strict=True)):
+        assert_close_to_scale(ours, theirs, f"actor gradient {index}")
+    assert_close_to_scale(f_actor[1], actor[1], "actor loss")
+    assert_close_to_scale(f_alpha_loss, alpha_loss, "alpha loss")
+
+
+def test_the_next_draw_decides_the_fused_gradients(fused):
+    """Control for the comparison above: other draws give other gradients, beyond its tolerance."""
+    learner = learner_with_shapes(11, 3, batch_size=48)
+    batch = shaped_batch(11, 3, 48)
+    gradients = []
+    for seed in (9, 10):
+        torch.manual_seed(seed)
+        gradients.append(fused.critic_gradients(learner.networks, batch, alpha=0.2, gamma=0.99)[0])
+    difference = (gradients[0][0] - gradients[1][0]).abs().max().item()
+    assert difference > 1e-3 * gradients[0][0].abs().max().item()
+
+
+def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
+    learner = learner_with_shapes(11, 3, batch_size=8)
+    actor_tensors = [t.detach() for t in learner.actor.parameters()] + [
+        learner.actor.action_scale,
+        learner.actor.action_bias,
+    ]
+    strided = torch.randn(11, 8).t()
+    with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
+        fused.extension.policy_forward(actor_tensors, strided, -5.0, 3.5)
+    with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
+        fused.extension.policy_forward(actor_tensors, torch.randn(8, 11, dtype=torch.float64),
+                                       -5.0, 3.5)  # fmt: skip
+
+
+def test_fused_update_refuses_what_it_does_not_compute():
+    problems = validate_args(
+        Args(fused_update=True, update_path="reference", precision="bf16", compile=True)
+    )
+    message = "\n".join(problems)
+    assert "--fused-update computes the fast path's hand-written float32 update" in message
+    assert "--update-path reference, --precision bf16, --compile" in message
+    assert not validate_args(Args(fused_update=True))
+
+
+def test_fused_update_trains_a_real_run_and_is_a_session_setting(tmp_path, fused):
+    """A real run with --fused-update; asked again without the flag, it is the same finished run
+    (the flag changes how the update is computed, not what), so nothing is trained again."""
+    run_dir = tmp_path / "run"
+    run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--fused-update",
+                "--eval-episodes", "0")  # fmt: skip
+    sessions = json.loads((run_dir / "metadata.json").read_text())["sessions"]
+    assert [(s["session_args"]["fused_update"], s["exit_status"]) for s in sessions] == [
+        (True, "completed")
+    ]
+    losses = dict(read_scalars(run_dir)["losses/qf_loss"])
+    assert min(losses) <= 1100 and all(np.isfinite(value) for value in losses.values()), losses
+    again = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0")
+    assert "holds a run that finished all 1200 steps" in again.stdout, again.stdout
+    assert len(json.loads((run_dir / "metadata.json").read_text())["sessions"]) == 1
+
+
+def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing(tmp_path):
+    venv_bin = str(Path(sys.executable).parent)  # python, but no g++ and no ninja
+    environment = {**os.environ, "PATH": venv_bin}
+    run_dir = tmp_path / "run"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sacbench.train",
+            "--run-dir",
+            str(run_dir),
+            *SHORT_RUN,
+            "--fused-update",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=environment,
+    )
+    assert completed.returncode != 0
+    assert "--fused-update compiles fused_update.cpp on first use and needs" in completed.stderr
+    assert "a C++ compiler (c++ or g++) and ninja" in completed.stderr, completed.stderr
+    assert not run_dir.exists()
