@@ -1,4 +1,5 @@
-"""Levers tried on the fast update and not kept, each timed against the default in one run.
+"""Levers tried on the fast update, each timed against the default in one run. fused-update was
+kept, as the trainer's --fused-update; the others were not (docs/performance.md).
 
     python benchmarks/levers.py preallocated-outputs [--env Humanoid-v4] [--rounds 13]
     python benchmarks/levers.py compiled-critic-step [--rounds 9]

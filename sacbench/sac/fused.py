@@ -9,13 +9,16 @@ steps, the target update and the order of the random draws. Only summation order
 hand-written path (float32 rounding; tests/test_fused.py).
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
-a C++ compiler and ninja; ~1 minute), and kept under $TORCH_EXTENSIONS_DIR (by default
-~/.cache/torch_extensions) until its source or torch changes. CPU tensors only.
+a C++ compiler and ninja; about a minute), and kept under $TORCH_EXTENSIONS_DIR (by default
+~/.cache/torch_extensions), one build per CPU kind, until its source or torch changes. CPU
+tensors only.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import platform
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +44,21 @@ def missing_build_tools() -> list[str]:
                                      ("ninja", shutil.which("ninja"))) if not found]  # fmt: skip
 
 
+def cpu_signature() -> str:
+    """A short digest of this CPU's model and instruction-set flags. The build is compiled with
+    -march=native, so machines that share a home directory (a cluster's nodes) must not share a
+    build made for another CPU kind: each kind gets its own."""
+    described = platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        lines = cpuinfo.read_text().splitlines()
+        wanted = ("model name", "flags", "Features", "CPU part")  # x86 and ARM spellings
+        described += "".join(
+            next((line for line in lines if line.startswith(key)), "") for key in wanted
+        )
+    return hashlib.sha256(described.encode()).hexdigest()[:12]
+
+
 @functools.cache
 def fused_update_extension() -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not."""
@@ -54,7 +72,9 @@ def fused_update_extension() -> Any:
 
     try:
         return load(
-            "sacbench_fused_update", sources=[str(SOURCE)], extra_cflags=["-O3", "-march=native"]
+            f"sacbench_fused_update_{cpu_signature()}",
+            sources=[str(SOURCE)],
+            extra_cflags=["-O3", "-march=native"],
         )
     except (RuntimeError, OSError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
