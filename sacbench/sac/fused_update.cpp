@@ -281,12 +281,14 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   for (int64_t member = 0; member < members; ++member) {
     member_forward(critic, member, inputs, scratch1, scratch2, data(q));
     float q_sum = 0.f, squared_sum = 0.f, d_q_sum = 0.f;
+    const float *values = data(q), *y = data(targets);
+    float* d_values = data(d_q);
     for (int64_t r = 0; r < rows; ++r) {
-      const float error = data(q)[r] - data(targets)[r];
-      q_sum += data(q)[r];
+      const float error = values[r] - y[r];
+      q_sum += values[r];
       squared_sum += error * error;
-      data(d_q)[r] = error * (2.0f / static_cast<float>(rows));
-      d_q_sum += data(d_q)[r];
+      d_values[r] = error * (2.0f / static_cast<float>(rows));
+      d_q_sum += d_values[r];
     }
     metric[member] = q_sum / static_cast<float>(rows);
     metric[members + member] = squared_sum / static_cast<float>(rows);
@@ -354,15 +356,17 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   const float row_scale = -1.f / static_cast<float>(rows);
   std::vector<float> min_q(rows);
   std::vector<std::vector<int64_t>> rows_of(members);
+  const float* values = data(q);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t best = 0;
     for (int64_t member = 1; member < members; ++member) {
-      if (data(q)[member * rows + r] < data(q)[best * rows + r]) best = member;
+      if (values[member * rows + r] < values[best * rows + r]) best = member;
     }
-    min_q[r] = data(q)[best * rows + r];
+    min_q[r] = values[best * rows + r];
     rows_of[best].push_back(r);
   }
   Tensor action_gradient = at::empty({rows, action_dim}, options);
+  float* action_gradient_rows = data(action_gradient);
   for (int64_t member = 0; member < members; ++member) {
     const std::vector<int64_t>& picked = rows_of[member];
     const int64_t count = static_cast<int64_t>(picked.size());
@@ -370,45 +374,51 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     const float* w_out = data(critic.w3[member]);
     const float *h1 = data(hidden1[member]), *h2 = data(hidden2[member]);
     Tensor d_hidden2 = at::empty({count, width}, options);
+    float* d_hidden2_rows = data(d_hidden2);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h2 + picked[i] * width;
-      float* d = data(d_hidden2) + i * width;
+      float* d = d_hidden2_rows + i * width;
       for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? w_out[c] * row_scale : 0.f;
     }
     Tensor d_hidden1 = at::mm(d_hidden2, critic.w2[member].t());
+    float* d_hidden1_rows = data(d_hidden1);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h1 + picked[i] * width;
-      float* d = data(d_hidden1) + i * width;
+      float* d = d_hidden1_rows + i * width;
       for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? d[c] : 0.f;
     }
     // [A, rows] rather than [rows, A]: the faster orientation (handwritten.py says why).
     const Tensor transposed =
         at::mm(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
+    const float* columns = data(transposed);
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t a = 0; a < action_dim; ++a) {
-        data(action_gradient)[picked[i] * action_dim + a] = data(transposed)[a * count + i];
+        action_gradient_rows[picked[i] * action_dim + a] = columns[a * count + i];
       }
     }
   }
   float loss_sum = 0.f;
-  for (int64_t r = 0; r < rows; ++r) loss_sum += alpha * data(log_pi)[r] - min_q[r];
+  const float* log_pi_rows = data(log_pi);
+  for (int64_t r = 0; r < rows; ++r) loss_sum += alpha * log_pi_rows[r] - min_q[r];
   Tensor actor_loss = at::full({}, loss_sum / static_cast<float>(rows), options);
 
   // The actor's backward pass (handwritten.policy_gradients), its elementwise work fused.
   const float log_prob_gradient = alpha / static_cast<float>(rows);
   const float half_range = static_cast<float>(log_std_half_range);
   Tensor d_mean = at::empty_like(action), d_head = at::empty_like(action);
-  for (int64_t i = 0; i < rows * action_dim; ++i) {
-    const int64_t a = i % action_dim;
-    const float scale = data(actor.scale)[a], y = data(squashed)[i];
-    const float d_squashed = data(action_gradient)[i] * scale +
-                             log_prob_gradient * (2.f * scale * y / data(jacobian)[i]);
-    const float d_mean_value = d_squashed * (1.f - y * y);
-    data(d_mean)[i] = d_mean_value;
-    const float d_log_std =
-        d_mean_value * data(std_values)[i] * data(noise)[i] - log_prob_gradient;
-    const float t = data(policy.log_std_tanh)[i];
-    data(d_head)[i] = d_log_std * (half_range * (1.f - t * t));
+  const float *scales = data(actor.scale), *y = data(squashed), *jacobians = data(jacobian);
+  const float *stds = data(std_values), *z = data(noise), *t = data(policy.log_std_tanh);
+  float *d_mean_out = data(d_mean), *d_head_out = data(d_head);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t a = 0; a < action_dim; ++a) {
+      const int64_t i = r * action_dim + a;
+      const float scale = scales[a];
+      const float d_squashed = action_gradient_rows[i] * scale +
+                               log_prob_gradient * (2.f * scale * y[i] / jacobians[i]);
+      d_mean_out[i] = d_squashed * (1.f - y[i] * y[i]);
+      const float d_log_std = d_mean_out[i] * stds[i] * z[i] - log_prob_gradient;
+      d_head_out[i] = d_log_std * (half_range * (1.f - t[i] * t[i]));
+    }
   }
   Tensor d_hidden2 = at::mm(d_mean, actor.w_mean);
   d_hidden2.addmm_(d_head, actor.w_log_std);
