@@ -113,6 +113,17 @@ def test_profile_step_bf16_compares_the_products_with_a_bfloat16_matmul(capsys):
     assert "--precision bf16" in out and "a bfloat16 one at" in out
 
 
+def test_profile_step_splits_the_fused_update_into_products_and_the_rest(capsys):
+    argv = ["--env", "Hopper-v4", "--batch-size", "64", "--updates", "4", "--warmup", "2",
+            "--gradients", "fused"]  # fmt: skip
+    assert profile_step.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "fused gradients" in out, out
+    gemm = re.search(r"^\| GEMM +\| +([\d.]+) +\| +\d+% +\| (\d+) MFLOP at", out, re.MULTILINE)
+    assert gemm is not None and float(gemm[1]) > 0 and int(gemm[2]) > 0, out
+    assert "Stages of the hand-written update" not in out  # those stages are Python functions
+
+
 def test_bf16_matmul_prints_both_rates_their_ratio_and_the_cpus_bf16_units(capsys):
     assert bf16_matmul.main(["--rounds", "1"]) == 0
     out = capsys.readouterr().out
