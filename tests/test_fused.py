@@ -108,6 +108,22 @@ def test_the_next_draw_decides_the_fused_gradients(fused):
     assert difference > 1e-3 * gradients[0][0].abs().max().item()
 
 
+def test_a_diverged_target_critic_shows_as_nan_as_on_the_handwritten_path(fused):
+    """torch.minimum propagates NaN; a C++ min that skipped it would hide a diverged critic."""
+    learner = learner_with_shapes(11, 3, batch_size=16)
+    with torch.no_grad():
+        learner.target_critic.biases[2][1].fill_(float("nan"))  # member 1's output
+    batch = shaped_batch(11, 3, 16)
+    metrics = []
+    for formulation in (HandwrittenFormulation(), fused):
+        torch.manual_seed(2)
+        metrics.append(
+            formulation.critic_gradients(learner.networks, batch, alpha=0.2, gamma=0.99)[1]
+        )
+    assert torch.isnan(metrics[0]).tolist() == torch.isnan(metrics[1]).tolist()
+    assert torch.isnan(metrics[1][2:]).all()  # both losses and their mean
+
+
 def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
     learner = learner_with_shapes(11, 3, batch_size=8)
     actor_tensors = [t.detach() for t in learner.actor.parameters()] + [

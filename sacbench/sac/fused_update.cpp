@@ -34,6 +34,19 @@ void check_dense(const std::vector<Tensor>& tensors, const char* name) {
   for (const Tensor& tensor : tensors) check_dense(tensor, name);
 }
 
+void check_rows(const std::vector<Tensor>& tensors, int64_t rows, const char* name) {
+  for (const Tensor& tensor : tensors) {
+    TORCH_CHECK(tensor.dim() >= 1 && tensor.size(0) == rows, name, " must have ", rows,
+                " rows, got shape ", tensor.sizes());
+  }
+}
+
+// Whether `candidate` replaces `current` as the smaller value, with NaN winning as in
+// torch.minimum and torch.min (a diverged critic shows as NaN rather than being skipped).
+bool smaller(float candidate, float current) {
+  return !std::isnan(current) && (std::isnan(candidate) || candidate < current);
+}
+
 // rows x cols, row-major: x <- relu(x + bias), or relu(x) with no bias.
 void add_bias_relu(float* x, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -229,6 +242,8 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   check_dense({observations, actions, next_observations, rewards, terminations, noise},
               "every batch tensor and the noise");
   const int64_t rows = observations.size(0), action_dim = noise.size(1);
+  check_rows({actions, next_observations, rewards, terminations, noise}, rows,
+             "every batch tensor and the noise");
   const int64_t members = critic.w1.size(0), width = critic.w2.size(2);
   TORCH_CHECK(width % kLanes == 0, "hidden width must be a multiple of ", kLanes, ", got ", width);
   const float alpha = static_cast<float>(alpha_value), gamma = static_cast<float>(gamma_value);
@@ -262,7 +277,7 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
     for (int64_t r = 0; r < rows; ++r) {
       float smallest = q[r];
       for (int64_t member = 1; member < members; ++member) {
-        smallest = std::fmin(smallest, q[member * rows + r]);
+        if (smaller(q[member * rows + r], smallest)) smallest = q[member * rows + r];
       }
       y[r] = reward[r] + (1.f - terminated[r]) * gamma * (smallest - alpha * log_pi[r]);
     }
@@ -328,6 +343,8 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   const int64_t rows = noise.size(0), action_dim = noise.size(1);
   const int64_t members = critic.w1.size(0), width = critic.w2.size(2);
   const int64_t obs_dim = critic.w1.size(1) - action_dim;
+  check_rows({observations, policy.hidden1, policy.hidden2, policy.mean, policy.log_std}, rows,
+             "observations and every policy tensor");
   TORCH_CHECK(width % kLanes == 0, "hidden width must be a multiple of ", kLanes, ", got ", width);
   const float alpha = static_cast<float>(alpha_value);
   const auto options = noise.options();
@@ -360,7 +377,7 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   for (int64_t r = 0; r < rows; ++r) {
     int64_t best = 0;
     for (int64_t member = 1; member < members; ++member) {
-      if (values[member * rows + r] < values[best * rows + r]) best = member;
+      if (smaller(values[member * rows + r], values[best * rows + r])) best = member;
     }
     min_q[r] = values[best * rows + r];
     rows_of[best].push_back(r);
