@@ -273,8 +273,8 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
 def critic_step_alone(
     default: FastLearner, lever: FastLearner, batches: list[Batch], options: argparse.Namespace
 ) -> list[str]:
-    """The critic step's gradients alone (no optimizer step), timed like the updates: what the
-    lever changes, without the actor step it leaves as it is."""
+    """The critic step's gradients alone (no optimizer step), timed like the updates: the part
+    of the update that every formulation lever replaces."""
 
     def run(learner: FastLearner, steps: range) -> None:
         for step in steps:
