@@ -6,6 +6,7 @@ kept, as the trainer's --fused-update; the others were not (docs/performance.md)
     python benchmarks/levers.py python-dispatch
     python benchmarks/levers.py fused-critic-step [--env Humanoid-v4] [--rounds 13]
     python benchmarks/levers.py fused-update [--env Humanoid-v4] [--rounds 13]
+    python benchmarks/levers.py fused-one-call [--env Humanoid-v4] [--rounds 15]
 
 - preallocated-outputs: every product of the hand-written update writes with out= into a buffer
   kept per call site (keyed by the step's parity, the call's position in the update and the
@@ -21,14 +22,19 @@ kept, as the trainer's --fused-update; the others were not (docs/performance.md)
   with torch.utils.cpp_extension for this CPU on first use): the same MKL products, one critic
   member at a time, and each chain of elementwise work between two products fused into one pass.
 - fused-update: the same for every step of the update (critic step, the actor's forward passes,
-  actor step, the alpha loss's log-probabilities); Adam, the target update and the order of the
-  draws stay FastLearner's.
+  actor step, the alpha loss's log-probabilities), driven step by step by FastLearner's loop,
+  which keeps Adam, the target update and the order of the draws.
+- fused-one-call: the fused update as --fused-update now runs it (one call of fused_update.cpp's
+  `update` per training step, Adam and the target update included) against the fused update
+  driven step by step as above (`FusedFormulation(one_call=False)`): what the Python between the
+  steps costs.
 
 All but python-dispatch build two fast learners from the same seed, check how far their
 parameters differ after `--check` updates from the same state and draws, then time them in
 alternating rounds of `--updates` updates on the same batches, one thread, and print the median
-of the per-round ratios default / lever (above 1: the lever is faster); the levers that replace
-the formulation (compiled-critic-step, fused-*) also time the critic step alone.
+of the per-round ratios default / lever (above 1: the lever is faster; for fused-one-call the
+"default" is the fused update driven step by step); the levers that replace the critic step
+(compiled-critic-step, fused-critic-step, fused-update) also time that step alone.
 """
 
 from __future__ import annotations
@@ -72,6 +78,7 @@ LEVERS = (
     "python-dispatch",
     "fused-critic-step",
     "fused-update",
+    "fused-one-call",
 )
 PRODUCTS = ("mm", "bmm", "addmm", "baddbmm")
 
@@ -217,6 +224,9 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
     elif options.lever == "fused-critic-step":
         lever.formulation = FusedCriticStep()
     elif options.lever == "fused-update":
+        lever.formulation = FusedFormulation.build(one_call=False)
+    elif options.lever == "fused-one-call":
+        default.formulation = FusedFormulation.build(one_call=False)
         lever.formulation = FusedFormulation.build()
     else:
         lever.formulation = CompiledCriticStep()
@@ -246,8 +256,10 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
             rounds=options.rounds,
             run=run,
         )
+        # The levers that replace the critic step: that step alone, too.
+        same_critic_step = preallocated is not None or options.lever == "fused-one-call"
         critic_step_lines = (
-            [] if preallocated else critic_step_alone(default, lever, batches, options)
+            [] if same_critic_step else critic_step_alone(default, lever, batches, options)
         )
     ratios = [mine / theirs for mine, theirs in zip(default_times, lever_times, strict=True)]
     used = {
@@ -255,6 +267,7 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
         "compiled-critic-step": "inductor-compiled",
         "fused-critic-step": "C++, built for this CPU",
         "fused-update": "C++, built for this CPU",
+        "fused-one-call": "C++, against the fused update driven step by step",
     }[options.lever]
     return [
         f"{options.lever} ({used}), {options.env} shapes, batch {options.batch_size}, 1 thread",

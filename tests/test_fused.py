@@ -6,6 +6,8 @@ reference path: tests/test_sac.py), its refusals, and the real trainer with the 
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -16,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from sacbench.sac.algorithm import Batch
+from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation
@@ -122,6 +124,98 @@ def test_a_diverged_target_critic_shows_as_nan_as_on_the_handwritten_path(fused)
         )
     assert torch.isnan(metrics[0]).tolist() == torch.isnan(metrics[1]).tolist()
     assert torch.isnan(metrics[1][2:]).all()  # both losses and their mean
+
+
+def fused_learner(*, autotune: bool, one_call: bool, fused: FusedFormulation) -> FastLearner:
+    learner = learner_with_shapes(11, 3, batch_size=32)
+    learner.args = dataclasses.replace(learner.args, autotune=autotune, fused_update=True)
+    if not autotune:
+        learner.alpha = learner.args.alpha
+    learner.formulation = FusedFormulation(fused.extension, one_call=one_call)
+    return learner
+
+
+def fused_updates(learner: FastLearner, steps: range, *, policy_frequency: int) -> list[dict]:
+    batches = [shaped_batch(11, 3, 32), shaped_batch(11, 3, 32)]
+    metrics = []
+    for step in steps:
+        schedule = update_schedule(step, learning_starts=100, policy_frequency=policy_frequency,
+                                   target_network_frequency=2)  # fmt: skip
+        update = learner.update(batches[step % 2], schedule)
+        metrics.append({name: value.clone() for name, value in update.items()})
+    return metrics
+
+
+def learner_state_tensors(learner: FastLearner) -> list[torch.Tensor]:
+    """Every network tensor, log alpha, and every optimizer state tensor, in one order."""
+    state = learner.state_dict()
+    tensors = [state["log_alpha"]]
+    for name in ("actor", "critic", "target_critic"):
+        tensors.extend(state[name].values())
+    for name in ("q_optimizer", "actor_optimizer", "alpha_optimizer"):
+        for parameter_state in state[name]["state"].values():
+            tensors.extend(parameter_state.values())
+    return tensors
+
+
+def assert_same_updates(ours: list[dict], theirs: list[dict]) -> None:
+    for mine, other in zip(ours, theirs, strict=True):
+        assert mine.keys() == other.keys()
+        for name in mine:
+            torch.testing.assert_close(mine[name], other[name], rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize(("autotune", "policy_frequency"), [(True, 2), (False, 2), (True, 3)])
+def test_one_call_per_step_updates_exactly_as_the_step_by_step_loop(
+    fused, autotune, policy_frequency
+):
+    """fused_update.cpp's `update` (one call per training step, Adam and the targets included)
+    against FastLearner's own loop over the same fused steps: the same draws, kernels and order,
+    so the same bits, over steps with and without actor and target updates."""
+    results = []
+    for one_call in (True, False):
+        learner = fused_learner(autotune=autotune, one_call=one_call, fused=fused)
+        torch.manual_seed(6)
+        metrics = fused_updates(learner, range(101, 108), policy_frequency=policy_frequency)
+        results.append((metrics, learner_state_tensors(learner), learner.alpha))
+    (one_call, one_call_state, one_call_alpha), (loop, loop_state, loop_alpha) = results
+    assert_same_updates(one_call, loop)
+    assert ("alpha_loss" in one_call[-1]) == autotune
+    for mine, other in zip(one_call_state, loop_state, strict=True):
+        torch.testing.assert_close(mine, other, rtol=0, atol=0)
+    assert float(one_call_alpha) == float(loop_alpha)
+    if autotune:
+        assert float(one_call_alpha) != 1.0  # alpha was tuned, so the comparison covers it
+
+
+def test_a_loaded_state_is_what_the_one_call_update_steps(fused):
+    """The one-call update keeps its tensor lists between calls; load_state_dict replaces the
+    optimizers' state tensors, so a learner that trained before loading must step the loaded
+    ones, and continue exactly as the learner it was loaded from."""
+    original = fused_learner(autotune=True, one_call=True, fused=fused)
+    fused_updates(original, range(101, 105), policy_frequency=2)
+    resumed = fused_learner(autotune=True, one_call=True, fused=fused)
+    fused_updates(resumed, range(101, 103), policy_frequency=2)  # its lists, then replaced
+    # A deep copy stands in for the checkpoint file: optimizer states would share tensors.
+    resumed.load_state_dict(copy.deepcopy(original.state_dict()))
+    torch.manual_seed(8)
+    expected = fused_updates(original, range(105, 110), policy_frequency=2)
+    torch.manual_seed(8)
+    got = fused_updates(resumed, range(105, 110), policy_frequency=2)
+    assert_same_updates(got, expected)
+    for mine, other in zip(learner_state_tensors(resumed), learner_state_tensors(original),
+                           strict=True):  # fmt: skip
+        torch.testing.assert_close(mine, other, rtol=0, atol=0)
+
+
+def test_the_one_call_update_refuses_a_malformed_optimizer(fused):
+    learner = fused_learner(autotune=True, one_call=True, fused=fused)
+    fused_updates(learner, range(101, 102), policy_frequency=2)
+    arguments = list(learner._fused_arguments)
+    arguments[3] = arguments[3][:3]  # the critic optimizer without its step tensors
+    learner._fused_arguments = tuple(arguments)
+    with pytest.raises(RuntimeError, match="an optimizer is 4 lists: parameters, exp_avg"):
+        fused_updates(learner, range(102, 103), policy_frequency=2)
 
 
 def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):

@@ -40,15 +40,15 @@ import torch
 
 from sacbench import private_api
 from sacbench.sac.adam import adam_step, create_missing_adam_state, prepared_adam
-from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule
+from sacbench.sac.algorithm import LOG_STD_MIN, Actor, Batch, UpdateSchedule
 from sacbench.sac.args import Args
 from sacbench.sac.autograd import AutogradFormulation
 from sacbench.sac.ensemble import EnsembleCritic
 from sacbench.sac.formulation import FastNetworks, Formulation
-from sacbench.sac.fused import FusedFormulation
+from sacbench.sac.fused import FusedFormulation, actor_tensors, adam_arguments
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.mixed_precision import MixedPrecision
-from sacbench.sac.policy import sample_action_fast
+from sacbench.sac.policy import HALF_LOG_2PI, LOG_STD_HALF_RANGE, sample_action_fast
 from sacbench.sac.reference_learner import ReferenceLearner
 
 Gradients = Literal["handwritten", "autograd", "fused"]
@@ -135,6 +135,7 @@ class FastLearner:
             actor_parameters=self._actor_parameters,
         )
         self.formulation = formulation_for(gradients, args=args, device=device)
+        self._fused_arguments: tuple[list[Any], ...] | None = None  # _fused_update's, once
 
     @classmethod
     def from_reference(
@@ -169,7 +170,10 @@ class FastLearner:
 
     def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
         """One step's updates: the critics, the scheduled actor (and alpha) updates, the targets.
-        The formulation computes the gradients; only this class applies them."""
+        The formulation computes the gradients; only this class applies them (the fused update
+        applies them in C++, as this loop does: FusedFormulation.one_call)."""
+        if isinstance(self.formulation, FusedFormulation) and self.formulation.one_call:
+            return self._fused_update(batch, schedule)
         gradients, metrics = self.formulation.critic_gradients(
             self.networks, batch, alpha=self.alpha, gamma=self.args.gamma
         )
@@ -206,6 +210,49 @@ class FastLearner:
                 adam_step(self.alpha_optimizer, (alpha_loss.reshape(1),))
                 self.alpha = self.log_alpha.detach().exp()
                 self.last["alpha_loss"] = alpha_loss
+
+    def _fused_update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
+        """update() as one call of fused_update.cpp's `update`, on the tensors this learner and
+        its optimizers hold (collected once, again after load_state_dict)."""
+        if self._fused_arguments is None:
+            critic_adam = adam_arguments(self.q_optimizer)
+            actor_adam = adam_arguments(self.actor_optimizer)
+            alpha_adam = adam_arguments(self.alpha_optimizer)
+            self._fused_arguments = (
+                actor_tensors(self.actor),
+                [tensor.detach() for tensor in self._critic_parameters],
+                [tensor.detach() for tensor in self._target_parameters],
+                *critic_adam,
+                *actor_adam,
+                *alpha_adam,
+            )
+        args = self.args
+        metrics, actor_loss, alpha_loss, alpha = self.formulation.extension.update(
+            *self._fused_arguments,
+            # The replay buffer's columns may be strided views; the C++ reads dense rows.
+            batch.observations.contiguous(),
+            batch.actions.contiguous(),
+            batch.next_observations.contiguous(),
+            batch.rewards.contiguous(),
+            batch.terminations.contiguous(),
+            float(self.alpha),
+            args.autotune,
+            self.target_entropy,
+            args.gamma,
+            args.tau,
+            schedule.actor_updates,
+            schedule.target_update,
+            LOG_STD_MIN,
+            LOG_STD_HALF_RANGE,
+            HALF_LOG_2PI,
+        )
+        self.last["critic_metrics"] = metrics
+        for name, value in (("actor_loss", actor_loss), ("alpha_loss", alpha_loss)):
+            if value is not None:
+                self.last[name] = value
+        if alpha is not None:
+            self.alpha = alpha
+        return self.metrics()
 
     @torch.no_grad()
     def update_targets(self) -> None:
@@ -248,6 +295,7 @@ class FastLearner:
             create_missing_adam_state(optimizer)  # a state saved before the first step
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
+        self._fused_arguments = None  # the optimizers hold new state tensors now
         alpha = state["alpha"]
         self.alpha = alpha.to(self.device) if isinstance(alpha, torch.Tensor) else alpha
         self.last = {key: value.to(self.device) for key, value in state["last"].items()}

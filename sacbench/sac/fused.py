@@ -4,8 +4,10 @@ fused_update.cpp computes every step of sacbench.sac.handwritten's formulation (
 the actor's forward passes, the actor step, the alpha loss's log-probabilities) with the same
 matrix products (ATen's, i.e. MKL's on a CPU), one critic member at a time so that each [B, 256]
 activation is still in the core's L2 cache when the pass after its product reads it, and every
-chain of elementwise work between two products fused into one pass. FastLearner keeps the Adam
-steps, the target update and the order of the random draws. Only summation orders differ from the
+chain of elementwise work between two products fused into one pass. Each training step is one
+call of its `update`, which also runs the Adam steps (torch's fused Adam kernel, on the
+optimizers' own state tensors) and the target update, with the same random draws in the same order
+as FastLearner's loop over this module's FusedFormulation. Only summation orders differ from the
 hand-written path (float32 rounding; tests/test_fused.py).
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
@@ -93,17 +95,38 @@ def detached(module: torch.nn.Module) -> list[torch.Tensor]:
     return [tensor.detach() for tensor in module.parameters()]
 
 
+ADAM_STATE = ("exp_avg", "exp_avg_sq", "step")  # after the parameters, in adam_of's order
+
+
+def adam_arguments(optimizer: torch.optim.Adam) -> tuple[list[list[torch.Tensor]], list[float]]:
+    """An optimizer as fused_update.cpp's update reads it (adam_of): its parameters, exp_avg,
+    exp_avg_sq and step tensors, and lr, beta1, beta2, weight_decay, eps."""
+    (group,) = optimizer.param_groups
+    parameters = list(group["params"])
+    states = [optimizer.state[parameter] for parameter in parameters]
+    lists = [parameters, *([state[key] for state in states] for key in ADAM_STATE)]
+    beta1, beta2 = group["betas"]
+    return lists, [group["lr"], beta1, beta2, group["weight_decay"], group["eps"]]
+
+
 @dataclass(frozen=True)
 class FusedFormulation:
     """sacbench.sac.formulation.Formulation computed by fused_update.cpp; the same draws, in the
     same order, as HandwrittenFormulation (each a standard-normal [B, A] tensor, as
-    squashed_sample's randn_like draws it)."""
+    squashed_sample's randn_like draws it).
+
+    With `one_call` (the default), FastLearner runs each training step's updates as one call of
+    fused_update.cpp's `update`, which also steps the optimizers and the targets: the same
+    operations, draws and Adam kernel as its own loop over the methods below, without the
+    Python between them. `one_call=False` keeps that loop (benchmarks/levers.py times the two).
+    """
 
     extension: Any
+    one_call: bool = True
 
     @classmethod
-    def build(cls) -> FusedFormulation:
-        return cls(fused_update_extension())
+    def build(cls, *, one_call: bool = True) -> FusedFormulation:
+        return cls(fused_update_extension(), one_call)
 
     @torch.no_grad()
     def critic_gradients(

@@ -8,7 +8,8 @@
 //   gradient at a critic's output with its ReLU mask and the column sums that are the bias and
 //   output-weight gradients; a ReLU mask with its bias gradient; the squashed sample with its
 //   log-probability; the actor's backward pass through the sample and its heads;
-// - no Python between the operations of a step.
+// - no Python between the operations of a training step: `update` runs all of a step's updates,
+//   the Adam steps and the target update included, in one call.
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
 #include <torch/extension.h>
 
@@ -455,9 +456,123 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
           actor_loss};
 }
 
+namespace {
+
+// One optimizer of FastLearner as sacbench.sac.adam.adam_step reads it: its parameters, exp_avg,
+// exp_avg_sq and step tensors, and its hyperparameters lr, beta1, beta2, weight_decay, eps.
+struct Adam {
+  std::vector<Tensor> parameters, exp_avgs, exp_avg_sqs, steps;
+  double lr, beta1, beta2, weight_decay, eps;
+};
+
+Adam adam_of(const std::vector<std::vector<Tensor>>& lists, const std::vector<double>& hyper) {
+  TORCH_CHECK(lists.size() == 4, "an optimizer is 4 lists: parameters, exp_avg, exp_avg_sq, step");
+  TORCH_CHECK(hyper.size() == 5,
+              "an optimizer's hyperparameters: lr, beta1, beta2, weight_decay, eps");
+  for (const auto& list : lists) {
+    TORCH_CHECK(list.size() == lists[0].size(), "an optimizer's 4 lists must be equally long");
+  }
+  return {lists[0], lists[1], lists[2], lists[3], hyper[0], hyper[1], hyper[2], hyper[3], hyper[4]};
+}
+
+// What adam_step does: every step count + 1, then torch.optim.Adam(fused=True)'s kernel.
+void adam_step(const Adam& adam, const std::vector<Tensor>& gradients) {
+  TORCH_CHECK(gradients.size() == adam.parameters.size(), "expected ", adam.parameters.size(),
+              " gradients, got ", gradients.size());
+  at::_foreach_add_(adam.steps, 1);
+  at::_fused_adam_(adam.parameters, gradients, adam.exp_avgs, adam.exp_avg_sqs, {}, adam.steps,
+                   adam.lr, adam.beta1, adam.beta2, adam.weight_decay, adam.eps,
+                   /*amsgrad=*/false, /*maximize=*/false, std::nullopt, std::nullopt);
+}
+
+}  // namespace
+
+// One training step's updates (FastLearner.update with --fused-update) in one call: the critic
+// step and its Adam step; `actor_updates` actor steps, each with its Adam step and, when
+// `autotune`, the alpha loss on the updated actor and alpha's Adam step; the target update when
+// `target_update`. The same operations, draws (in the same order) and Adam kernel as
+// FastLearner's loop over FusedFormulation, without Python between them.
+// `actor`: actor_tensors' order; `critic`, `target`: parameters() order; each optimizer as
+// adam_of reads it; `alpha_value`: alpha when it is not tuned, or its current value.
+// Returns the critic metrics, then the last actor loss, alpha loss and alpha (exp(log_alpha)),
+// each undefined (None) when this step computed none.
+std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<Tensor>& critic,
+                           const std::vector<Tensor>& target,
+                           const std::vector<std::vector<Tensor>>& critic_optimizer,
+                           const std::vector<double>& critic_hyper,
+                           const std::vector<std::vector<Tensor>>& actor_optimizer,
+                           const std::vector<double>& actor_hyper,
+                           const std::vector<std::vector<Tensor>>& alpha_optimizer,
+                           const std::vector<double>& alpha_hyper, const Tensor& observations,
+                           const Tensor& actions, const Tensor& next_observations,
+                           const Tensor& rewards, const Tensor& terminations, double alpha_value,
+                           bool autotune, double target_entropy, double gamma, double tau,
+                           int64_t actor_updates, bool target_update, double log_std_min,
+                           double log_std_half_range, double half_log_2pi) {
+  const at::NoGradGuard no_grad;
+  const Adam critic_adam = adam_of(critic_optimizer, critic_hyper);
+  const Adam actor_adam = adam_of(actor_optimizer, actor_hyper);
+  const Adam alpha_adam = adam_of(alpha_optimizer, alpha_hyper);
+  TORCH_CHECK(actor_updates >= 0, "actor_updates must be non-negative, got ", actor_updates);
+  TORCH_CHECK(alpha_adam.parameters.size() == 1, "the alpha optimizer holds log_alpha alone");
+  const Critic online = critic_of(critic);
+  const int64_t rows = observations.size(0), action_dim = actor[4].size(0);
+  const auto options = observations.options();
+
+  Tensor noise = at::randn({rows, action_dim}, options);
+  std::vector<Tensor> critic_out =
+      critic_step(actor, critic, target, observations, actions, next_observations, rewards,
+                  terminations, noise, alpha_value, gamma, log_std_min, log_std_half_range,
+                  half_log_2pi);
+  const Tensor metrics = critic_out.back();
+  critic_out.pop_back();
+  adam_step(critic_adam, critic_out);
+
+  Tensor actor_loss, alpha_loss, alpha;
+  if (actor_updates > 0) {
+    // The critics do not change during the actor updates: their observation part is computed
+    // once (EnsembleCritic.observation_part: b1 + observations @ w1[:, :obs_dim], batched).
+    const int64_t members = online.w1.size(0), obs_dim = observations.size(1);
+    const Tensor observation_part =
+        at::baddbmm(online.b1, observations.expand({members, rows, obs_dim}),
+                    online.w1.narrow(1, 0, obs_dim));
+    std::vector<Tensor> policy = policy_forward(actor, observations, log_std_min,
+                                                log_std_half_range);
+    const Tensor& log_alpha = alpha_adam.parameters[0];
+    for (int64_t step = 0; step < actor_updates; ++step) {
+      noise = at::randn({rows, action_dim}, options);
+      std::vector<Tensor> actor_out =
+          actor_step(actor, critic, observations, policy, observation_part, noise, alpha_value,
+                     log_std_half_range, half_log_2pi);
+      actor_loss = actor_out.back();
+      actor_out.pop_back();
+      adam_step(actor_adam, actor_out);
+      const bool another_follows = step + 1 < actor_updates;
+      if (!(autotune || another_follows)) break;
+      // The updated actor on the same observations: the alpha loss's forward pass, and the next
+      // actor update's (the actor does not change in between).
+      policy = policy_forward(actor, observations, log_std_min, log_std_half_range);
+      if (autotune) {
+        noise = at::randn({rows, action_dim}, options);
+        const Tensor log_pi = sample_log_prob(actor, policy[2], policy[4], noise, half_log_2pi);
+        // alpha_loss_fn; its gradient with respect to log_alpha is the loss itself.
+        alpha_loss = (-log_alpha.exp() * (log_pi + target_entropy)).mean();
+        adam_step(alpha_adam, {alpha_loss.reshape(1)});
+        alpha = log_alpha.detach().exp();
+        alpha_value = alpha.item<double>();
+      }
+    }
+  }
+  if (target_update) {
+    at::_foreach_lerp_(target, critic, tau);
+  }
+  return {metrics, actor_loss, alpha_loss, alpha};
+}
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("critic_step", &critic_step, "the critic step, fused (see the file header)");
   module.def("actor_step", &actor_step, "the actor step, fused (see the file header)");
   module.def("policy_forward", &policy_forward, "the actor's forward pass, fused");
   module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
+  module.def("update", &update, "one training step's updates in one call (see update)");
 }
