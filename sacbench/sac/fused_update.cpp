@@ -48,13 +48,20 @@ bool smaller(float candidate, float current) {
   return !std::isnan(current) && (std::isnan(candidate) || candidate < current);
 }
 
+// max(value, 0) with NaN kept, as torch.relu keeps it.
+inline float relu(float value) { return value < 0.f ? 0.f : value; }
+
+// The loops below load every operand unconditionally and select afterwards: GCC vectorizes a
+// select between computed values, not a load or a multiply that only one branch performs.
+
 // rows x cols, row-major: x <- relu(x + bias), or relu(x) with no bias.
 void add_bias_relu(float* x, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * cols;
-    for (int64_t c = 0; c < cols; ++c) {
-      const float value = bias == nullptr ? row[c] : row[c] + bias[c];
-      row[c] = value < 0.f ? 0.f : value;
+    if (bias == nullptr) {
+      for (int64_t c = 0; c < cols; ++c) row[c] = relu(row[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) row[c] = relu(row[c] + bias[c]);
     }
   }
 }
@@ -69,8 +76,7 @@ void add_bias_relu_output(float* x, const float* bias, const float* w_out, float
     for (int64_t c0 = 0; c0 < cols; c0 += kLanes) {
       for (int64_t lane = 0; lane < kLanes; ++lane) {
         const int64_t c = c0 + lane;
-        float value = row[c] + bias[c];
-        value = value < 0.f ? 0.f : value;
+        const float value = relu(row[c] + bias[c]);
         row[c] = value;
         partial[lane] += value * w_out[c];
       }
@@ -92,10 +98,11 @@ void output_backward(const float* hidden, const float* d_q, const float* w_out, 
     float* d = d_hidden + r * cols;
     const float scale = d_q[r];
     for (int64_t c = 0; c < cols; ++c) {
-      const float gradient = h[c] > 0.f ? scale * w_out[c] : 0.f;
+      const float activation = h[c], through = scale * w_out[c];
+      const float gradient = activation > 0.f ? through : 0.f;
       d[c] = gradient;
       d_bias[c] += gradient;
-      d_w_out[c] += scale * h[c];
+      d_w_out[c] += scale * activation;
     }
   }
 }
