@@ -11,6 +11,7 @@ import torch
 from benchmarks import (
     batched_seeds,
     bf16_matmul,
+    fused_sections,
     learning_sanity,
     levers,
     profile_step,
@@ -187,6 +188,36 @@ def test_fused_levers_match_the_default_within_rounding_and_time_the_critic_step
     assert difference is not None and float(difference[1]) < 1e-4, out
     critic_step = re.search(r"critic step alone, ms: default ([\d.]+), lever ([\d.]+)", out)
     assert critic_step is not None and float(critic_step[1]) > 0 and float(critic_step[2]) > 0
+
+
+def test_fused_one_call_lever_computes_the_same_bits_as_the_step_by_step_loop(capsys):
+    assert levers.main(["fused-one-call", *TINY_LEVER]) == 0
+    out = capsys.readouterr().out
+    assert "differ by at most 0.00e+00 " in out, out
+    assert re.search(r"default / lever: [\d.]+ ", out), out
+    assert "critic step alone" not in out  # both sides run the same critic step
+
+
+def test_fused_sections_accounts_for_the_update_in_place(capsys):
+    """The section-timed build's table: every kind present, the sections' total within the
+    update's wall time (the remainder is what no section covers), each 256^3 product named."""
+    assert fused_sections.main(["--env", "Hopper-v4", "--batch-size", "256", "--rounds", "2",
+                                "--updates", "4", "--warmup", "2"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    kinds = {
+        cells[0]: float(cells[1])
+        for line in out.splitlines()
+        if line.startswith("| ")
+        for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+        if cells[0] in (*fused_sections.KINDS, "in no section (Python, C++ between sections)")
+    }
+    assert set(kinds) == {*fused_sections.KINDS, "in no section (Python, C++ between sections)"}
+    assert all(kinds[kind] > 0 for kind in fused_sections.KINDS), kinds
+    assert kinds["in no section (Python, C++ between sections)"] > 0, kinds
+    for section in ("product: critic layer 2 (256^3)", "optimizer: Adam steps",
+                    "pass: squashed sample + log-probability"):  # fmt: skip
+        assert f"| {section} " in out, out
+    assert re.search(r"256\^3 products in place: \d+-\d+ µs per call", out), out
 
 
 def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsys):

@@ -62,8 +62,10 @@ def cpu_signature() -> str:
 
 
 @functools.cache
-def fused_update_extension() -> Any:
-    """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not."""
+def fused_update_extension(*, section_times: bool = False) -> Any:
+    """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
+    `section_times`, a separate build that also times each of its sections in place
+    (benchmarks/fused_sections.py reads them)."""
     missing = missing_build_tools()
     if missing:
         raise FusedUpdateUnavailable(
@@ -74,12 +76,13 @@ def fused_update_extension() -> Any:
 
     try:
         return load(
-            f"sacbench_fused_update_{cpu_signature()}",
+            f"sacbench_fused_update{'_sections' if section_times else ''}_{cpu_signature()}",
             sources=[str(SOURCE)],
             # -fno-trapping-math lets GCC vectorize the loops that select between computed
             # values (a ReLU mask after a multiply); it changes no result, only whether a
             # floating-point exception could trap, and none is enabled.
-            extra_cflags=["-O3", "-march=native", "-fno-trapping-math"],
+            extra_cflags=["-O3", "-march=native", "-fno-trapping-math"]
+            + (["-DSACBENCH_SECTION_TIMES"] if section_times else []),
         )
     except (RuntimeError, OSError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error

@@ -14,11 +14,57 @@
 #include <torch/extension.h>
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
+
+#ifdef SACBENCH_SECTION_TIMES
+#include <chrono>
+#include <map>
+#include <string>
+#include <utility>
+#endif
 
 namespace {
 
 using at::Tensor;
+
+// Where the update's time goes, measured in place (benchmarks/fused_sections.py): built with
+// -DSACBENCH_SECTION_TIMES, every section below adds its wall time and call count to a table;
+// built without, `timed` is the call itself and Section is empty, so nothing is measured.
+#ifdef SACBENCH_SECTION_TIMES
+std::map<std::string, std::pair<double, int64_t>> section_table;
+
+class Section {
+ public:
+  explicit Section(const char* name) : name_(name), start_(std::chrono::steady_clock::now()) {}
+  ~Section() {
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start_;
+    auto& entry = section_table[name_];
+    entry.first += seconds.count();
+    entry.second += 1;
+  }
+  Section(const Section&) = delete;
+  Section& operator=(const Section&) = delete;
+
+ private:
+  const char* name_;
+  std::chrono::steady_clock::time_point start_;
+};
+#else
+struct Section {
+  explicit Section(const char*) {}
+};
+#endif
+
+template <class Work>
+auto timed(const char* name, Work&& work) {
+  const Section section(name);
+  if constexpr (std::is_void_v<decltype(work())>) {
+    work();
+  } else {
+    return work();
+  }
+}
 
 constexpr int64_t kLanes = 8;  // partial sums per dot product: one AVX2 register of floats
 
@@ -135,9 +181,13 @@ Critic critic_of(const std::vector<Tensor>& tensors) {
 void member_forward(const Critic& critic, int64_t member, const Tensor& inputs, Tensor& hidden1,
                     Tensor& hidden2, float* q) {
   const int64_t rows = inputs.size(0), width = critic.w2.size(2);
-  at::mm_out(hidden1, inputs, critic.w1[member]);
-  add_bias_relu(data(hidden1), data(critic.b1[member]), rows, width);
-  at::mm_out(hidden2, hidden1, critic.w2[member]);
+  timed("product: critic layer 1 (k = obs + act)",
+        [&] { at::mm_out(hidden1, inputs, critic.w1[member]); });
+  timed("pass: bias + ReLU",
+        [&] { add_bias_relu(data(hidden1), data(critic.b1[member]), rows, width); });
+  timed("product: critic layer 2 (256^3)",
+        [&] { at::mm_out(hidden2, hidden1, critic.w2[member]); });
+  const Section section("pass: bias + ReLU + output layer");
   add_bias_relu_output(data(hidden2), data(critic.b2[member]), data(critic.w3[member]),
                        critic.b3[member].item<float>(), q, rows, width);
 }
@@ -164,13 +214,20 @@ PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
   const auto options = observations.options();
   PolicyForward out;
   out.hidden1 = at::empty({rows, actor.w1.size(0)}, options);
-  at::mm_out(out.hidden1, observations, actor.w1.t());
-  add_bias_relu(data(out.hidden1), data(actor.b1), rows, out.hidden1.size(1));
+  timed("product: actor layer 1 (k = obs)",
+        [&] { at::mm_out(out.hidden1, observations, actor.w1.t()); });
+  timed("pass: bias + ReLU",
+        [&] { add_bias_relu(data(out.hidden1), data(actor.b1), rows, out.hidden1.size(1)); });
   out.hidden2 = at::empty({rows, actor.w2.size(0)}, options);
-  at::mm_out(out.hidden2, out.hidden1, actor.w2.t());
-  add_bias_relu(data(out.hidden2), data(actor.b2), rows, out.hidden2.size(1));
-  out.mean = at::addmm(actor.b_mean, out.hidden2, actor.w_mean.t());
-  out.log_std_tanh = at::addmm(actor.b_log_std, out.hidden2, actor.w_log_std.t());
+  timed("product: actor layer 2 (256^3)",
+        [&] { at::mm_out(out.hidden2, out.hidden1, actor.w2.t()); });
+  timed("pass: bias + ReLU",
+        [&] { add_bias_relu(data(out.hidden2), data(actor.b2), rows, out.hidden2.size(1)); });
+  timed("product: actor heads (n = act, 2 products)", [&] {
+    out.mean = at::addmm(actor.b_mean, out.hidden2, actor.w_mean.t());
+    out.log_std_tanh = at::addmm(actor.b_log_std, out.hidden2, actor.w_log_std.t());
+  });
+  const Section section("pass: tanh + log-std range");
   out.log_std = at::empty_like(out.mean);
   float *tanh_out = data(out.log_std_tanh), *log_std = data(out.log_std);
   const float minimum = static_cast<float>(log_std_min);
@@ -188,6 +245,7 @@ void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tens
                      double half_log_2pi, float* action, int64_t action_stride, float* log_pi,
                      float* squashed_out = nullptr, float* jacobian_out = nullptr,
                      float* std_out = nullptr) {
+  const Section section("pass: squashed sample + log-probability");
   const int64_t rows = noise.size(0), action_dim = noise.size(1);
   const float *m = data(policy.mean), *log_std = data(policy.log_std), *z = data(noise);
   const float *scale = data(actor.scale), *shift = data(actor.shift);
@@ -292,13 +350,15 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   }
 
   // The critics on (observation, action), each member's backward pass right after its forward.
-  const Tensor inputs = at::cat({observations, actions}, 1);
+  const Tensor inputs = timed("other: concatenate observations and actions",
+                              [&] { return at::cat({observations, actions}, 1); });
   Tensor d_w1 = at::empty_like(critic.w1), d_w2 = at::empty_like(critic.w2);
   Tensor d_w3 = at::empty_like(critic.w3), d_b1 = at::empty_like(critic.b1);
   Tensor d_b2 = at::empty_like(critic.b2), d_b3 = at::empty_like(critic.b3);
   Tensor metrics = at::empty({2 * members + 1}, options);
   Tensor q = at::empty({rows}, options), d_q = at::empty({rows}, options);
-  Tensor d_hidden2 = at::empty({rows, width}, options), d_hidden1 = at::empty({rows, width}, options);
+  Tensor d_hidden2 = at::empty({rows, width}, options);
+  Tensor d_hidden1 = at::empty({rows, width}, options);
   float* metric = data(metrics);
   float total_loss = 0.f;
   for (int64_t member = 0; member < members; ++member) {
@@ -317,13 +377,20 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
     metric[members + member] = squared_sum / static_cast<float>(rows);
     total_loss += metric[members + member];
     data(d_b3)[member] = d_q_sum;
-    output_backward(data(scratch2), data(d_q), data(critic.w3[member]), data(d_hidden2),
-                    data(d_b2[member]), data(d_w3[member]), rows, width);
-    at::mm_out(d_hidden1, d_hidden2, critic.w2[member].t());
-    relu_backward_bias(data(scratch1), data(d_hidden1), data(d_b1[member]), rows, width);
+    timed("pass: output layer backward + ReLU mask + bias gradients", [&] {
+      output_backward(data(scratch2), data(d_q), data(critic.w3[member]), data(d_hidden2),
+                      data(d_b2[member]), data(d_w3[member]), rows, width);
+    });
+    timed("product: critic layer 2 input gradient (256^3)",
+          [&] { at::mm_out(d_hidden1, d_hidden2, critic.w2[member].t()); });
+    timed("pass: ReLU mask + bias gradient", [&] {
+      relu_backward_bias(data(scratch1), data(d_hidden1), data(d_b1[member]), rows, width);
+    });
     Tensor d_w2_member = d_w2[member], d_w1_member = d_w1[member];
-    at::mm_out(d_w2_member, scratch1.t(), d_hidden2);
-    at::mm_out(d_w1_member, inputs.t(), d_hidden1);
+    timed("product: critic layer 2 weight gradient (256^3)",
+          [&] { at::mm_out(d_w2_member, scratch1.t(), d_hidden2); });
+    timed("product: critic layer 1 weight gradient (m = obs + act)",
+          [&] { at::mm_out(d_w1_member, inputs.t(), d_hidden1); });
   }
   metric[2 * members] = total_loss / 2.f;
   return {d_w1, d_w2, d_w3, d_b1, d_b2, d_b3, metrics};
@@ -369,10 +436,14 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   Tensor q = at::empty({members, rows}, options);
   for (int64_t member = 0; member < members; ++member) {
     Tensor first = hidden1[member], second = hidden2[member];
-    at::addmm_out(first, observation_part[member], action,
-                  critic.w1[member].narrow(0, obs_dim, action_dim));
-    add_bias_relu(data(first), nullptr, rows, width);
-    at::mm_out(second, first, critic.w2[member]);
+    timed("product: critic layer 1, action part (k = act)", [&] {
+      at::addmm_out(first, observation_part[member], action,
+                    critic.w1[member].narrow(0, obs_dim, action_dim));
+    });
+    timed("pass: bias + ReLU", [&] { add_bias_relu(data(first), nullptr, rows, width); });
+    timed("product: critic layer 2 (256^3)",
+          [&] { at::mm_out(second, first, critic.w2[member]); });
+    const Section section("pass: bias + ReLU + output layer");
     add_bias_relu_output(data(second), data(critic.b2[member]), data(critic.w3[member]),
                          critic.b3[member].item<float>(), data(q) + member * rows, rows, width);
   }
@@ -405,7 +476,8 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
       float* d = d_hidden2_rows + i * width;
       for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? w_out[c] * row_scale : 0.f;
     }
-    Tensor d_hidden1 = at::mm(d_hidden2, critic.w2[member].t());
+    Tensor d_hidden1 = timed("product: critic layer 2 input gradient, smaller critic's rows",
+                             [&] { return at::mm(d_hidden2, critic.w2[member].t()); });
     float* d_hidden1_rows = data(d_hidden1);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h1 + picked[i] * width;
@@ -413,8 +485,9 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
       for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? d[c] : 0.f;
     }
     // [A, rows] rather than [rows, A]: the faster orientation (handwritten.py says why).
-    const Tensor transposed =
-        at::mm(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
+    const Tensor transposed = timed("product: action gradient (m = act)", [&] {
+      return at::mm(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
+    });
     const float* columns = data(transposed);
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t a = 0; a < action_dim; ++a) {
@@ -434,33 +507,42 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   const float *scales = data(actor.scale), *y = data(squashed), *jacobians = data(jacobian);
   const float *stds = data(std_values), *z = data(noise), *t = data(policy.log_std_tanh);
   float *d_mean_out = data(d_mean), *d_head_out = data(d_head);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t a = 0; a < action_dim; ++a) {
-      const int64_t i = r * action_dim + a;
-      const float scale = scales[a];
-      const float d_squashed = action_gradient_rows[i] * scale +
-                               log_prob_gradient * (2.f * scale * y[i] / jacobians[i]);
-      d_mean_out[i] = d_squashed * (1.f - y[i] * y[i]);
-      const float d_log_std = d_mean_out[i] * stds[i] * z[i] - log_prob_gradient;
-      d_head_out[i] = d_log_std * (half_range * (1.f - t[i] * t[i]));
+  timed("pass: backward through the sample and the heads' activations", [&] {
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t a = 0; a < action_dim; ++a) {
+        const int64_t i = r * action_dim + a;
+        const float scale = scales[a];
+        const float d_squashed = action_gradient_rows[i] * scale +
+                                 log_prob_gradient * (2.f * scale * y[i] / jacobians[i]);
+        d_mean_out[i] = d_squashed * (1.f - y[i] * y[i]);
+        const float d_log_std = d_mean_out[i] * stds[i] * z[i] - log_prob_gradient;
+        d_head_out[i] = d_log_std * (half_range * (1.f - t[i] * t[i]));
+      }
     }
-  }
-  Tensor d_hidden2 = at::mm(d_mean, actor.w_mean);
-  d_hidden2.addmm_(d_head, actor.w_log_std);
+  });
+  Tensor d_hidden2 = timed("product: actor heads input gradient (k = act, 2 products)", [&] {
+    Tensor gradient = at::mm(d_mean, actor.w_mean);
+    return gradient.addmm_(d_head, actor.w_log_std);
+  });
   const int64_t hidden = d_hidden2.size(1);
   Tensor d_b2 = at::empty({hidden}, options), d_b1 = at::empty({hidden}, options);
-  relu_backward_bias(data(policy.hidden2), data(d_hidden2), data(d_b2), rows, hidden);
-  Tensor d_hidden1 = at::mm(d_hidden2, actor.w2);
-  relu_backward_bias(data(policy.hidden1), data(d_hidden1), data(d_b1), rows, hidden);
-  return {at::mm(d_hidden1.t(), observations),
-          d_b1,
-          at::mm(d_hidden2.t(), policy.hidden1),
-          d_b2,
-          at::mm(d_mean.t(), policy.hidden2),
-          d_mean.sum(0),
-          at::mm(d_head.t(), policy.hidden2),
-          d_head.sum(0),
-          actor_loss};
+  timed("pass: ReLU mask + bias gradient", [&] {
+    relu_backward_bias(data(policy.hidden2), data(d_hidden2), data(d_b2), rows, hidden);
+  });
+  Tensor d_hidden1 = timed("product: actor layer 2 input gradient (256^3)",
+                           [&] { return at::mm(d_hidden2, actor.w2); });
+  timed("pass: ReLU mask + bias gradient", [&] {
+    relu_backward_bias(data(policy.hidden1), data(d_hidden1), data(d_b1), rows, hidden);
+  });
+  const Tensor d_w1 = timed("product: actor layer 1 weight gradient (n = obs)",
+                            [&] { return at::mm(d_hidden1.t(), observations); });
+  const Tensor d_w2 = timed("product: actor layer 2 weight gradient (256^3)",
+                            [&] { return at::mm(d_hidden2.t(), policy.hidden1); });
+  return timed("product: actor heads weight gradients (m = act, 2 products)", [&] {
+    return std::vector<Tensor>{d_w1, d_b1, d_w2, d_b2, at::mm(d_mean.t(), policy.hidden2),
+                               d_mean.sum(0), at::mm(d_head.t(), policy.hidden2),
+                               d_head.sum(0), actor_loss};
+  });
 }
 
 namespace {
@@ -484,6 +566,7 @@ Adam adam_of(const std::vector<std::vector<Tensor>>& lists, const std::vector<do
 
 // What adam_step does: every step count + 1, then torch.optim.Adam(fused=True)'s kernel.
 void adam_step(const Adam& adam, const std::vector<Tensor>& gradients) {
+  const Section section("optimizer: Adam steps");
   TORCH_CHECK(gradients.size() == adam.parameters.size(), "expected ", adam.parameters.size(),
               " gradients, got ", gradients.size());
   at::_foreach_add_(adam.steps, 1);
@@ -526,7 +609,12 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
   const int64_t rows = observations.size(0), action_dim = actor[4].size(0);
   const auto options = observations.options();
 
-  Tensor noise = at::randn({rows, action_dim}, options);
+  // Each a standard-normal [B, A] tensor from torch's default generator, as torch.randn draws it.
+  const auto draw = [&] {
+    return timed("other: standard-normal draws",
+                 [&] { return at::randn({rows, action_dim}, options); });
+  };
+  Tensor noise = draw();
   std::vector<Tensor> critic_out =
       critic_step(actor, critic, target, observations, actions, next_observations, rewards,
                   terminations, noise, alpha_value, gamma, log_std_min, log_std_half_range,
@@ -541,13 +629,15 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
     // once (EnsembleCritic.observation_part: b1 + observations @ w1[:, :obs_dim], batched).
     const int64_t members = online.w1.size(0), obs_dim = observations.size(1);
     const Tensor observation_part =
-        at::baddbmm(online.b1, observations.expand({members, rows, obs_dim}),
-                    online.w1.narrow(1, 0, obs_dim));
+        timed("product: critic layer 1, observation part (k = obs)", [&] {
+          return at::baddbmm(online.b1, observations.expand({members, rows, obs_dim}),
+                             online.w1.narrow(1, 0, obs_dim));
+        });
     std::vector<Tensor> policy = policy_forward(actor, observations, log_std_min,
                                                 log_std_half_range);
     const Tensor& log_alpha = alpha_adam.parameters[0];
     for (int64_t step = 0; step < actor_updates; ++step) {
-      noise = at::randn({rows, action_dim}, options);
+      noise = draw();
       std::vector<Tensor> actor_out =
           actor_step(actor, critic, observations, policy, observation_part, noise, alpha_value,
                      log_std_half_range, half_log_2pi);
@@ -560,10 +650,12 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
       // actor update's (the actor does not change in between).
       policy = policy_forward(actor, observations, log_std_min, log_std_half_range);
       if (autotune) {
-        noise = at::randn({rows, action_dim}, options);
+        noise = draw();
         const Tensor log_pi = sample_log_prob(actor, policy[2], policy[4], noise, half_log_2pi);
         // alpha_loss_fn; its gradient with respect to log_alpha is the loss itself.
-        alpha_loss = (-log_alpha.exp() * (log_pi + target_entropy)).mean();
+        alpha_loss = timed("other: alpha loss", [&] {
+          return (-log_alpha.exp() * (log_pi + target_entropy)).mean();
+        });
         adam_step(alpha_adam, {alpha_loss.reshape(1)});
         alpha = log_alpha.detach().exp();
         alpha_value = alpha.item<double>();
@@ -571,10 +663,17 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
     }
   }
   if (target_update) {
+    const Section section("optimizer: target update");
     at::_foreach_lerp_(target, critic, tau);
   }
   return {metrics, actor_loss, alpha_loss, alpha};
 }
+
+#ifdef SACBENCH_SECTION_TIMES
+// {section: (seconds, calls)} since the last reset (benchmarks/fused_sections.py).
+std::map<std::string, std::pair<double, int64_t>> section_times() { return section_table; }
+void reset_section_times() { section_table.clear(); }
+#endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("critic_step", &critic_step, "the critic step, fused (see the file header)");
@@ -582,4 +681,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("policy_forward", &policy_forward, "the actor's forward pass, fused");
   module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
   module.def("update", &update, "one training step's updates in one call (see update)");
+#ifdef SACBENCH_SECTION_TIMES
+  module.def("section_times", &section_times, "{section: (seconds, calls)} since the reset");
+  module.def("reset_section_times", &reset_section_times, "empties the section table");
+#endif
 }

@@ -1,0 +1,170 @@
+"""Where the fused update's time goes (--fused-update), timed in place, without a profiler.
+
+torch.profiler inflates the elementwise work it records several times over (docs/performance.md),
+so this builds fused_update.cpp a second time with -DSACBENCH_SECTION_TIMES, beside the trainer's
+build: each section of the update (every matrix product, every fused elementwise pass, the Adam
+steps, the target update, the draws) then adds its wall time and call count to a table. Two
+learners from the same seed, one on each build, run CleanRL's schedule (policy_frequency 2,
+batch 256, one thread) on random batches in alternating rounds; the script prints
+- per section: ms per update, calls per update, µs per call, share of the update's wall time;
+- the totals per kind (product, pass, optimizer, other) and what no section covers: the Python
+  around the call and the C++ between sections (row gathers, TD targets, allocations);
+- the 256^3 products' time per call in place against a lone 256x256x256 matmul on warm operands,
+  timed in the same run: what the surroundings (operands fetched from L3 or memory) cost them;
+- both builds' ms per update, so the timers' own cost shows.
+
+    python benchmarks/fused_sections.py                      # HalfCheetah-v4 shapes
+    python benchmarks/fused_sections.py --env Humanoid-v4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from tabulate import tabulate
+
+from sacbench.sac.args import Args
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.fused import FusedFormulation, fused_update_extension
+from sacbench.training.envs import EnvError, env_spaces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
+
+from profile_step import (  # noqa: E402
+    LEARNING_STARTS,
+    alternating_rounds,
+    random_batches,
+    run_updates,
+)
+
+KINDS = ("product", "pass", "optimizer", "other")
+CUBE = "(256^3)"  # the label of every 256x256x256 product
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="HalfCheetah-v4", help="its sizes shape the update")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=9, help="alternating timed rounds")
+    parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
+    parser.add_argument("--warmup", type=int, default=20, help="untimed updates per learner")
+    options = parser.parse_args(argv)
+    for name in ("batch_size", "rounds", "updates", "warmup"):
+        if getattr(options, name) <= 0:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"{flag} must be positive, got {getattr(options, name)}")
+    try:
+        env_spaces(options.env)
+    except EnvError as error:
+        parser.error(f"--env: {error}")
+    return options
+
+
+def fused_learner(
+    extension: object, *, obs_dim: int, action_dim: int, batch_size: int
+) -> FastLearner:
+    torch.manual_seed(1)
+    learner = FastLearner(
+        obs_dim=obs_dim,
+        action_low=-np.ones(action_dim, dtype=np.float32),
+        action_high=np.ones(action_dim, dtype=np.float32),
+        args=Args(batch_size=batch_size, fused_update=True),
+        device=torch.device("cpu"),
+    )
+    learner.formulation = FusedFormulation(extension)
+    return learner
+
+
+def lone_cube_matmul_us(repeats: int = 200) -> float:
+    """A 256x256x256 float32 matmul on warm operands: best of 5 loops of `repeats`."""
+    left, right, out = torch.randn(256, 256), torch.randn(256, 256), torch.empty(256, 256)
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        for _ in range(repeats):
+            torch.mm(left, right, out=out)
+        best = min(best, (time.perf_counter() - started) / repeats)
+    return best * 1e6
+
+
+def section_rows(
+    table: dict[str, tuple[float, int]], *, updates: int, update_ms: float
+) -> list[list[object]]:
+    rows = []
+    for name, (seconds, calls) in sorted(table.items(), key=lambda item: -item[1][0]):
+        ms = seconds / updates * 1e3
+        rows.append([name, ms, calls / updates, seconds / calls * 1e6, f"{ms / update_ms:.1%}"])
+    return rows
+
+
+def kind_rows(table: dict[str, tuple[float, int]], *, updates: int, update_ms: float) -> list:
+    totals = dict.fromkeys(KINDS, 0.0)
+    for name, (seconds, _) in table.items():
+        kind = name.split(":")[0]
+        if kind not in totals:
+            raise ValueError(f"section {name!r} names no kind of {KINDS}")
+        totals[kind] += seconds / updates * 1e3
+    rows = [[kind, ms, f"{ms / update_ms:.1%}"] for kind, ms in totals.items()]
+    uncovered = update_ms - sum(totals.values())
+    rows.append(["in no section (Python, C++ between sections)", uncovered,
+                 f"{uncovered / update_ms:.1%}"])  # fmt: skip
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    torch.set_num_threads(1)
+    spaces = env_spaces(options.env)
+    shapes = {"obs_dim": spaces.observation_size, "action_dim": spaces.action_size}
+    timed_build = fused_update_extension(section_times=True)
+    plain = fused_learner(fused_update_extension(), batch_size=options.batch_size, **shapes)
+    timed = fused_learner(timed_build, batch_size=options.batch_size, **shapes)
+    batches = random_batches(batch_size=options.batch_size, **shapes)
+    first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates
+    for learner in (plain, timed):
+        run_updates(learner, batches, range(first, first + options.warmup))
+    timed_build.reset_section_times()
+    steps = range(first, first + options.updates)
+    plain_ms, timed_ms = alternating_rounds(
+        plain, timed, steps=steps, rounds=options.rounds, run=lambda learner, span: run_updates(
+            learner, batches, span)
+    )  # fmt: skip
+    table = timed_build.section_times()
+    updates = options.updates * options.rounds
+    update_ms = sum(timed_ms) / len(timed_ms)  # the mean: the sections' totals are sums too
+    cube_us = [seconds / calls * 1e6 for name, (seconds, calls) in table.items() if CUBE in name]
+    lone_us = lone_cube_matmul_us()
+    print(f"{options.env} shapes (obs {shapes['obs_dim']}, act {shapes['action_dim']}), batch "
+          f"{options.batch_size}, 1 thread, --fused-update (one call per training step), "
+          f"{options.rounds} rounds of {options.updates} updates")  # fmt: skip
+    print(tabulate(section_rows(table, updates=updates, update_ms=update_ms),
+                   headers=["section", "ms / update", "calls / update", "µs / call", "share"],
+                   floatfmt=".3f", tablefmt="github"))  # fmt: skip
+    print()
+    print(tabulate(kind_rows(table, updates=updates, update_ms=update_ms),
+                   headers=["kind", "ms / update", "share"], floatfmt=".3f",
+                   tablefmt="github"))  # fmt: skip
+    print()
+    print(
+        f"256^3 products in place: {min(cube_us):.0f}-{max(cube_us):.0f} µs per call by "
+        f"section; a lone 256^3 matmul on warm operands: {lone_us:.0f} µs "
+        f"({statistics.median(cube_us) / lone_us:.2f}x in place, median section)"
+    )
+    print(
+        f"ms per update, medians of {options.rounds} alternating rounds: plain build "
+        f"{statistics.median(plain_ms):.2f}, timed build {statistics.median(timed_ms):.2f}"
+    )
+    print(f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} on "
+          f"{os.cpu_count()} CPUs")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
