@@ -33,7 +33,7 @@ from tabulate import tabulate
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation, fused_update_extension
-from sacbench.training.envs import EnvError, env_spaces
+from sacbench.training.envs import env_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 
@@ -41,6 +41,7 @@ from profile_step import (  # noqa: E402
     LEARNING_STARTS,
     alternating_rounds,
     random_batches,
+    refuse_bad_counts_and_env,
     run_updates,
 )
 
@@ -56,14 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
     parser.add_argument("--warmup", type=int, default=20, help="untimed updates per learner")
     options = parser.parse_args(argv)
-    for name in ("batch_size", "rounds", "updates", "warmup"):
-        if getattr(options, name) <= 0:
-            flag = "--" + name.replace("_", "-")
-            parser.error(f"{flag} must be positive, got {getattr(options, name)}")
-    try:
-        env_spaces(options.env)
-    except EnvError as error:
-        parser.error(f"--env: {error}")
+    refuse_bad_counts_and_env(parser, options, ("batch_size", "rounds", "updates", "warmup"))
     return options
 
 

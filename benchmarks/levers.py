@@ -60,7 +60,7 @@ from sacbench.sac.algorithm import Batch
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation
-from sacbench.training.envs import EnvError, env_spaces
+from sacbench.training.envs import env_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 
@@ -69,6 +69,7 @@ from profile_step import (  # noqa: E402
     alternating_rounds,
     products_through,
     random_batches,
+    refuse_bad_counts_and_env,
     run_updates,
 )
 
@@ -93,14 +94,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--warmup", type=int, default=50, help="untimed updates per learner")
     parser.add_argument("--check", type=int, default=16, help="updates compared for equality")
     options = parser.parse_args(argv)
-    for name in ("batch_size", "rounds", "updates", "warmup", "check"):
-        if getattr(options, name) <= 0:
-            flag = "--" + name.replace("_", "-")
-            parser.error(f"{flag} must be positive, got {getattr(options, name)}")
-    try:
-        env_spaces(options.env)
-    except EnvError as error:
-        parser.error(f"--env: {error}")
+    counts = ("batch_size", "rounds", "updates", "warmup", "check")
+    refuse_bad_counts_and_env(parser, options, counts)
     return options
 
 

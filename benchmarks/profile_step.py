@@ -119,6 +119,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def refuse_bad_counts_and_env(
+    parser: argparse.ArgumentParser, options: argparse.Namespace, counts: tuple[str, ...]
+) -> None:
+    """parser.error naming the first of `counts` (option names) that is not positive, or an
+    --env that gymnasium cannot make (levers.py, fused_sections.py)."""
+    for name in counts:
+        if getattr(options, name) <= 0:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"{flag} must be positive, got {getattr(options, name)}")
+    try:
+        env_spaces(options.env)
+    except EnvError as error:
+        parser.error(f"--env: {error}")
+
+
 def gemm_flops(name: str, shapes: list[list[int]]) -> float:
     """2*M*N*K (times the batch) from the recorded input shapes of one GEMM call."""
     if name in ("aten::mm", "aten::addmm"):
