@@ -7,6 +7,7 @@ import re
 
 import pytest
 import torch
+import tyro
 
 from benchmarks import (
     batched_seeds,
@@ -21,6 +22,7 @@ from benchmarks import (
     update_throughput,
 )
 from benchmarks.train_sps import shared_window_rates
+from sacbench.sac.args import Args, validate_args
 
 # Settings that only check the timing scripts work: tiny batches, two rounds of three updates.
 TINY_UPDATE_TIMING = [
@@ -246,6 +248,11 @@ def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_task
     assert learning_sanity.PATH_FLAGS["fast-bf16"] == (
         "--update-path", "fast", "--precision", "bf16"
     )  # fmt: skip
+    # Every path's flags are ones the trainer parses and accepts together.
+    for path, flags in learning_sanity.PATH_FLAGS.items():
+        args = tyro.cli(Args, args=list(flags))
+        assert not validate_args(args), path
+    assert tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast-fused"])).fused_update
     options = learning_sanity.parse_args(["--env", "Hopper-v4", "--paths", "fast", "fast-bf16"])
     assert options.paths == ["fast", "fast-bf16"] and options.solved_return == 1000.0
     with pytest.raises(SystemExit):
