@@ -26,11 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 from tabulate import tabulate
 
-from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation, fused_update_extension
 from sacbench.training.envs import env_spaces
@@ -43,6 +41,7 @@ from profile_step import (  # noqa: E402
     random_batches,
     refuse_bad_counts_and_env,
     run_updates,
+    seeded_fast_learner,
 )
 
 KINDS = ("product", "pass", "optimizer", "other")
@@ -64,15 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def fused_learner(
     extension: object, *, obs_dim: int, action_dim: int, batch_size: int
 ) -> FastLearner:
-    torch.manual_seed(1)
-    learner = FastLearner(
-        obs_dim=obs_dim,
-        action_low=-np.ones(action_dim, dtype=np.float32),
-        action_high=np.ones(action_dim, dtype=np.float32),
-        args=Args(batch_size=batch_size, fused_update=True),
-        device=torch.device("cpu"),
-    )
-    learner.formulation = FusedFormulation(extension)
+    learner = seeded_fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size)
+    learner.formulation = FusedFormulation(extension)  # the one-call update, on this build
     return learner
 
 

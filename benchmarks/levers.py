@@ -50,14 +50,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tabulate import tabulate
 
 from sacbench import private_api
 from sacbench.sac import handwritten
 from sacbench.sac.algorithm import Batch
-from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation
 from sacbench.training.envs import env_spaces
@@ -71,6 +69,7 @@ from profile_step import (  # noqa: E402
     random_batches,
     refuse_bad_counts_and_env,
     run_updates,
+    seeded_fast_learner,
 )
 
 LEVERS = (
@@ -185,17 +184,6 @@ class FusedCriticStep(handwritten.HandwrittenFormulation):
         return self.fused.critic_gradients(nets, batch, alpha=alpha, gamma=gamma)
 
 
-def fast_learner(*, obs_dim: int, action_dim: int, batch_size: int) -> FastLearner:
-    torch.manual_seed(1)
-    return FastLearner(
-        obs_dim=obs_dim,
-        action_low=-np.ones(action_dim, dtype=np.float32),
-        action_high=np.ones(action_dim, dtype=np.float32),
-        args=Args(batch_size=batch_size),
-        device=torch.device("cpu"),
-    )
-
-
 def max_parameter_difference(first: FastLearner, second: FastLearner) -> float:
     pairs = zip(
         [*first.actor.parameters(), *first.critic.parameters()],
@@ -209,8 +197,8 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
     spaces = env_spaces(options.env)
     obs_dim, action_dim = spaces.observation_size, spaces.action_size
     batches = random_batches(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
-    default = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
-    lever = fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
+    shapes = {"obs_dim": obs_dim, "action_dim": action_dim, "batch_size": options.batch_size}
+    default, lever = seeded_fast_learner(**shapes), seeded_fast_learner(**shapes)
     first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates
     preallocated: PreallocatedProducts | None = None
     if options.lever == "preallocated-outputs":

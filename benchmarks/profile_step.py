@@ -119,6 +119,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def seeded_fast_learner(*, obs_dim: int, action_dim: int, batch_size: int) -> FastLearner:
+    """A fast learner from seed 1, actions in [-1, 1], one per side of an A/B timing (levers.py,
+    fused_sections.py): two of them start from the same networks."""
+    torch.manual_seed(1)
+    return FastLearner(
+        obs_dim=obs_dim,
+        action_low=-np.ones(action_dim, dtype=np.float32),
+        action_high=np.ones(action_dim, dtype=np.float32),
+        args=Args(batch_size=batch_size),
+        device=torch.device("cpu"),
+    )
+
+
 def refuse_bad_counts_and_env(
     parser: argparse.ArgumentParser, options: argparse.Namespace, counts: tuple[str, ...]
 ) -> None:
