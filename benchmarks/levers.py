@@ -7,6 +7,7 @@ kept, as the trainer's --fused-update; the others were not (docs/performance.md)
     python benchmarks/levers.py fused-critic-step [--env Humanoid-v4] [--rounds 13]
     python benchmarks/levers.py fused-update [--env Humanoid-v4] [--rounds 13]
     python benchmarks/levers.py fused-one-call [--env Humanoid-v4] [--rounds 15]
+    python benchmarks/levers.py fused-act [--env Humanoid-v4] [--rounds 15]
 
 - preallocated-outputs: every product of the hand-written update writes with out= into a buffer
   kept per call site (keyed by the step's parity, the call's position in the update and the
@@ -28,9 +29,15 @@ kept, as the trainer's --fused-update; the others were not (docs/performance.md)
   `update` per training step, Adam and the target update included) against the fused update
   driven step by step as above (`FusedFormulation(one_call=False)`): what the Python between the
   steps costs.
+- fused-act: the policy's action for one observation as the training loop asks for it
+  (`select_action`: numpy in, numpy out), through the eager policy (sample_action_fast, as
+  FastLearner.act did before) against fused_update.cpp's `act` (as --fused-update now acts).
+  Both learners train with --fused-update's one-call update; each round times every action right
+  after an update, where the loop acts (caches cold), and prints the action's time, the update's,
+  and the share of a training step the saving is.
 
-All but python-dispatch build two fast learners from the same seed, check how far their
-parameters differ after `--check` updates from the same state and draws, then time them in
+All but python-dispatch and fused-act build two fast learners from the same seed, check how far
+their parameters differ after `--check` updates from the same state and draws, then time them in
 alternating rounds of `--updates` updates on the same batches, one thread, and print the median
 of the per-round ratios default / lever (above 1: the lever is faster; for fused-one-call the
 "default" is the fused update driven step by step); the levers that replace the critic step
@@ -50,6 +57,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tabulate import tabulate
 
@@ -58,7 +66,9 @@ from sacbench.sac import handwritten
 from sacbench.sac.algorithm import Batch
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation
+from sacbench.sac.policy import sample_action_fast
 from sacbench.training.envs import env_spaces
+from sacbench.training.loop import select_action
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 
@@ -79,6 +89,7 @@ LEVERS = (
     "fused-critic-step",
     "fused-update",
     "fused-one-call",
+    "fused-act",
 )
 PRODUCTS = ("mm", "bmm", "addmm", "baddbmm")
 
@@ -266,6 +277,84 @@ def compare_updates(options: argparse.Namespace) -> list[str]:
     ]
 
 
+class EagerActing:
+    """A learner whose act is the eager policy's sample (what FastLearner.act ran before its fused
+    form), for select_action."""
+
+    def __init__(self, learner: FastLearner) -> None:
+        self.learner = learner
+
+    def act(self, observations: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return sample_action_fast(self.learner.actor, observations)[0]
+
+
+def compare_acting(options: argparse.Namespace) -> list[str]:
+    """fused-act: the eager policy's action against the C++ one, each timed in place after an
+    --fused-update update, in alternating rounds."""
+    spaces = env_spaces(options.env)
+    obs_dim, action_dim = spaces.observation_size, spaces.action_size
+    batches = random_batches(obs_dim=obs_dim, action_dim=action_dim, batch_size=options.batch_size)
+    shapes = {"obs_dim": obs_dim, "action_dim": action_dim, "batch_size": options.batch_size}
+    eager_learner, fused_learner = seeded_fast_learner(**shapes), seeded_fast_learner(**shapes)
+    for learner in (eager_learner, fused_learner):
+        learner.formulation = FusedFormulation.build()
+    actors: dict[int, Any] = {id(eager_learner): EagerActing(eager_learner),
+                              id(fused_learner): fused_learner}  # fmt: skip
+    generator = np.random.default_rng(4)
+    observations = generator.standard_normal((64, obs_dim)).astype(np.float32)
+    cpu = torch.device("cpu")
+
+    def action(learner: FastLearner, observation: np.ndarray) -> np.ndarray:
+        return select_action(LEARNING_STARTS, learning_starts=LEARNING_STARTS,
+                             observation=observation, learner=actors[id(learner)],
+                             action_space=None, device=cpu)  # type: ignore[arg-type]  # fmt: skip
+
+    difference = 0.0
+    for observation in observations[: options.check]:
+        taken = []
+        for learner in (eager_learner, fused_learner):
+            torch.manual_seed(5)  # the same draw: any difference is rounding
+            taken.append(action(learner, observation))
+        difference = max(difference, float(np.abs(taken[0] - taken[1]).max()))
+    act_ms: dict[int, list[float]] = {id(eager_learner): [], id(fused_learner): []}
+
+    def run(learner: FastLearner, steps: range) -> None:
+        spent = []
+        for step in steps:
+            run_updates(learner, batches, range(step, step + 1))
+            started = time.perf_counter()
+            action(learner, observations[step % len(observations)])
+            spent.append(time.perf_counter() - started)
+        act_ms[id(learner)].append(statistics.median(spent) * 1e3)
+
+    first = LEARNING_STARTS + 2
+    for learner in (eager_learner, fused_learner):
+        run(learner, range(first, first + options.warmup))
+        act_ms[id(learner)].clear()
+    steps = range(first, first + options.updates)
+    step_times = alternating_rounds(
+        eager_learner, fused_learner, steps=steps, rounds=options.rounds, run=run
+    )
+    eager_ms, fused_ms = act_ms[id(eager_learner)], act_ms[id(fused_learner)]
+    ratios = [mine / theirs for mine, theirs in zip(eager_ms, fused_ms, strict=True)]
+    step_ms = statistics.median(step_times[0])  # an update and the eager action
+    saved_ms = statistics.median(eager_ms) - statistics.median(fused_ms)
+    return [
+        f"fused-act (C++, built for this CPU), {options.env} shapes, batch {options.batch_size}, "
+        "1 thread, both learners updating with --fused-update",
+        f"actions for {options.check} observations from the same draws differ by at most "
+        f"{difference:.2e}",
+        f"ms per action, right after an update: eager {statistics.median(eager_ms):.3f}, fused "
+        f"{statistics.median(fused_ms):.3f} (medians of {options.rounds} alternating rounds of "
+        f"{options.updates}); eager / fused: {statistics.median(ratios):.3f} (quartiles "
+        f"{quartiles(ratios)})",
+        f"update + eager action: {step_ms:.2f} ms; the saving, {saved_ms:.3f} ms, is "
+        f"{100 * saved_ms / step_ms:.1f}% of it: {step_ms / (step_ms - saved_ms):.3f}x on the "
+        "update and the action",
+    ]
+
+
 def critic_step_alone(
     default: FastLearner, lever: FastLearner, batches: list[Batch], options: argparse.Namespace
 ) -> list[str]:
@@ -367,6 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         private_api.eager_random_in_compiled_code()
     if options.lever == "python-dispatch":
         lines = dispatch_cost(options)
+    elif options.lever == "fused-act":
+        lines = compare_acting(options)
     else:
         lines = compare_updates(options)
     print("\n".join(lines))

@@ -1,11 +1,11 @@
 """Where one training step's time goes, and what folding the acting forward into the update's
 would save.
 
-    python benchmarks/step_parts.py [--envs HalfCheetah-v4 Humanoid-v4] [--rounds 5]
+    python benchmarks/step_parts.py [--envs HalfCheetah-v4 Humanoid-v4] [--rounds 5] [--fused]
 
-For each task: a real env, the fast learner (`--update-path reference` for the other path) and a
-replay buffer filled by `--fill` random-action steps; then rounds of training steps as the
-trainer's loop runs them, each part timed in place on one thread:
+For each task: a real env, the fast learner (`--fused`: with --fused-update; `--update-path
+reference` for the other path) and a replay buffer filled by `--fill` random-action steps; then
+rounds of training steps as the trainer's loop runs them, each part timed in place on one thread:
 - act: the policy's action for the current observation (`select_action`, numpy out);
 - env step + buffer add;
 - buffer sample (256 rows, from the rows added so far, 1,000-1,600 with the defaults: a long run
@@ -49,6 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Humanoid-v4"])
     parser.add_argument("--update-path", choices=("fast", "reference"), default="fast")
+    parser.add_argument(
+        "--fused",
+        action="store_true",
+        help="the fast path with --fused-update (its update and its action in C++)",
+    )
     parser.add_argument("--fill", type=int, default=1_000, help="random-action steps first")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=100, help="training steps per round (even)")
@@ -65,6 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             env_spaces(env_id)
         except EnvError as error:
             parser.error(f"--envs: {error}")
+    if options.fused and options.update_path != "fast":
+        parser.error("--fused is the fast path's: drop --update-path reference")
     if options.steps % 2 or options.steps < 4:
         parser.error(
             "--steps must be even and at least 4 (actor updates every other step), "
@@ -83,14 +90,16 @@ def milliseconds(function: Callable[[], object], repeats: int) -> float:
 class Trainer:
     """The loop's parts for one task, with a clock per part."""
 
-    def __init__(self, env_id: str, *, update_path: str, fill: int, seed: int) -> None:
+    def __init__(self, env_id: str, *, update_path: str, fused: bool, fill: int, seed: int) -> None:
         torch.manual_seed(seed)
         self.env = make_env(env_id, seed=seed)
         observation, _ = self.env.reset(seed=seed)
         self.observation = np.asarray(observation, dtype=np.float32)
         obs_dim = self.observation.shape[0]
         space = self.env.action_space
-        self.args = Args(env_id=env_id, update_path=update_path, learning_starts=fill)
+        self.args = Args(
+            env_id=env_id, update_path=update_path, fused_update=fused, learning_starts=fill
+        )
         self.learner = make_learner(
             args=self.args,
             obs_dim=obs_dim,
@@ -174,7 +183,13 @@ class Trainer:
 
 
 def measure(env_id: str, options: argparse.Namespace) -> list[list[object]]:
-    trainer = Trainer(env_id, update_path=options.update_path, fill=options.fill, seed=options.seed)
+    trainer = Trainer(
+        env_id,
+        update_path=options.update_path,
+        fused=options.fused,
+        fill=options.fill,
+        seed=options.seed,
+    )
     trainer.steps(options.steps)  # warm-up: the first updates allocate
     per_round: dict[str, list[float]] = {part: [] for part in PARTS}
     alone_ms: list[float] = []
@@ -217,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     print(tabulate(rows, headers=["env", "part", "ms / step", "share"], tablefmt="github"))
     load = os.getloadavg()[0]
     print(
-        f"\n{options.update_path} path, batch 256, 1 thread, {options.rounds} rounds x "
+        f"\n{options.update_path} path{' with --fused-update' * options.fused}, batch 256, "
+        f"1 thread, {options.rounds} rounds x "
         f"{options.steps} training steps (medians), torch {torch.__version__}, load average "
         f"{load:.2f} on {os.cpu_count()} CPUs"
     )

@@ -21,8 +21,9 @@ the per-round ratio path / reference.
 one in TREE (another git worktree, e.g. of main). Each runs in its own worker process whose
 PYTHONPATH puts its tree first; the parent tells them in turn to time one round, so only one
 computes at a time and both meet the same machine speed. The ratio is again the median of the
-per-round ratios, this checkout / TREE. Both start from the same networks and see the same
-batches and random draws, so their parameters must agree to float rounding at the end (printed).
+per-round ratios, this checkout / TREE (with `--fused`, of their `--fused-update`). Both start
+from the same networks and see the same batches and random draws, so their parameters must agree
+to float rounding at the end (printed).
 
 Wall time is what a run experiences; CPU time (the thread's own) is less disturbed by other
 processes on a shared machine, so both are printed.
@@ -75,7 +76,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fused",
         action="store_true",
-        help="also time --fused-update (the hand-written update in C++; needs g++ and ninja)",
+        help="also time --fused-update (the hand-written update in C++; needs g++ and ninja); "
+        "with --against, compare the two trees' --fused-update",
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
@@ -274,7 +276,8 @@ def fast_learner_for(env_id: str, options: argparse.Namespace) -> tuple[FastLear
         obs_dim=batches[0].observations.shape[1], action_low=low, action_high=high, args=args,
         device=cpu,
     )  # fmt: skip
-    return FastLearner.from_reference(reference, device=cpu, gradients="handwritten"), batches
+    gradients = "fused" if options.fused else "handwritten"
+    return FastLearner.from_reference(reference, device=cpu, gradients=gradients), batches
 
 
 def worker(options: argparse.Namespace) -> int:
@@ -285,7 +288,8 @@ def worker(options: argparse.Namespace) -> int:
     torch.set_num_threads(options.threads)
     learner, batches = fast_learner_for(options.worker, options)
     shape = [batches[0].observations.shape[1], batches[0].actions.shape[1]]
-    print(json.dumps({"sacbench": sacbench.__file__, "shape": shape}), flush=True)
+    path = "fast-fused" if learner.gradients == "fused" else "fast"
+    print(json.dumps({"sacbench": sacbench.__file__, "shape": shape, "path": path}), flush=True)
     next_step = LEARNING_STARTS + 1
     for line in sys.stdin:
         command, _, argument = line.strip().partition(" ")
@@ -311,6 +315,7 @@ class Worker:
     def __init__(self, tree: Path, env_id: str, options: argparse.Namespace) -> None:
         flags = ["--batch-size", options.batch_size, "--policy-frequency", options.policy_frequency,
                  "--threads", options.threads, "--seed", options.seed]  # fmt: skip
+        flags += ["--fused"] if options.fused else []
         self.process = subprocess.Popen(
             [sys.executable, __file__, "--worker", env_id, *map(str, flags)],
             stdin=subprocess.PIPE,
@@ -375,8 +380,9 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
         for side in workers:
             side.close()
     obs_dim, action_dim = workers[0].ready["shape"]
+    # Each worker names the path it timed; an older tree's does not, and timed the hand-written one.
     rows = [
-        [env_id, f"{obs_dim}/{action_dim}", f"{side.label} (fast)",
+        [env_id, f"{obs_dim}/{action_dim}", f"{side.label} ({side.ready.get('path', 'fast')})",
          f"{statistics.median(wall[index]):.1f}", f"{statistics.median(cpu[index]):.1f}",
          f"{median_ratio(wall[index], wall[1]):.3f}", f"{median_ratio(cpu[index], cpu[1]):.3f}"]
         for index, side in enumerate(workers)

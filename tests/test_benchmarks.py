@@ -137,11 +137,13 @@ def test_bf16_matmul_prints_both_rates_their_ratio_and_the_cpus_bf16_units(capsy
     assert re.search(r"bfloat16 units in /proc/cpuinfo: (yes|no)", out), out
 
 
-def test_step_parts_times_each_part_of_real_training_steps_and_the_folds_ceiling(capsys):
+@pytest.mark.parametrize("fused", [[], ["--fused"]])
+def test_step_parts_times_each_part_of_real_training_steps_and_the_folds_ceiling(capsys, fused):
     argv = ["--envs", "Hopper-v4", "--fill", "300", "--rounds", "1", "--steps", "4",
-            "--repeats", "2"]  # fmt: skip
+            "--repeats", "2", *fused]  # fmt: skip
     assert step_parts.main(argv) == 0
     out = capsys.readouterr().out
+    assert ("fast path with --fused-update," in out) == bool(fused), out
     parts = dict(re.findall(r"^\| Hopper-v4 +\| ([\w +]+?) +\| +([\d.]+) +\|", out, re.MULTILINE))
     assert set(parts) == {*step_parts.PARTS, "whole step"}, out
     assert all(float(parts[part]) > 0 for part in step_parts.PARTS), out
@@ -158,6 +160,9 @@ def test_step_parts_refuses_an_odd_step_count_and_an_unknown_task_before_any_wor
     with pytest.raises(SystemExit):
         step_parts.main(["--envs", "Hopper-v4", "HalfCheetah-v99"])
     assert "--envs:" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        step_parts.main(["--fused", "--update-path", "reference"])
+    assert "--fused is the fast path's" in capsys.readouterr().err
 
 
 TINY_LEVER = ["--env", "Hopper-v4", "--batch-size", "16", "--rounds", "2", "--updates", "3",
@@ -198,6 +203,17 @@ def test_fused_one_call_lever_computes_the_same_bits_as_the_step_by_step_loop(ca
     assert "differ by at most 0.00e+00 " in out, out
     assert re.search(r"default / lever: [\d.]+ ", out), out
     assert "critic step alone" not in out  # both sides run the same critic step
+
+
+def test_fused_act_lever_acts_as_the_eager_policy_and_times_both_in_place(capsys):
+    assert levers.main(["fused-act", *TINY_LEVER]) == 0
+    out = capsys.readouterr().out
+    difference = re.search(r"from the same draws differ by at most ([\d.e+-]+)", out)
+    assert difference is not None and float(difference[1]) < 1e-6, out
+    times = re.search(r"eager ([\d.]+), fused ([\d.]+) .*eager / fused: ([\d.]+) ", out)
+    assert times is not None and all(float(value) > 0 for value in times.groups()), out
+    saving = re.search(r"update \+ eager action: ([\d.]+) ms; the saving, (-?[\d.]+) ms", out)
+    assert saving is not None and float(saving[1]) > float(saving[2]), out
 
 
 def test_fused_sections_accounts_for_the_update_in_place(capsys):
@@ -260,15 +276,17 @@ def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_task
     assert "--env: unknown env id 'Hoper-v4'" in capsys.readouterr().err
 
 
-def test_update_throughput_against_another_tree_times_both_in_workers(capsys):
+@pytest.mark.parametrize("fused", [[], ["--fused"]])
+def test_update_throughput_against_another_tree_times_both_in_workers(capsys, fused):
     # The same tree on both sides: the workers run identical code on identical batches and draws,
     # so their parameters must agree exactly, whatever the timings.
     tree = str(update_throughput.THIS_TREE)
-    status = update_throughput.main([*TINY_UPDATE_TIMING, "--against", tree])
+    status = update_throughput.main([*TINY_UPDATE_TIMING, "--against", tree, *fused])
     assert status == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| Hopper-v4")]
-    assert len(rows) == 2 and all("(fast)" in row for row in rows)
+    path = "(fast-fused)" if fused else "(fast)"
+    assert len(rows) == 2 and all(path in row for row in rows), out
     assert float(rows[1].strip("|").split("|")[5]) == 1.0  # the baseline against itself
     assert f"{tree}/sacbench/__init__.py vs {tree}/sacbench/__init__.py" in out
     assert "after 1 warmup updates differ by at most 0.00e+00" in out

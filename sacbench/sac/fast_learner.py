@@ -136,6 +136,7 @@ class FastLearner:
         )
         self.formulation = formulation_for(gradients, args=args, device=device)
         self._fused_arguments: tuple[list[Any], ...] | None = None  # _fused_update's, once
+        self._fused_actor: list[torch.Tensor] | None = None  # act's, once
 
     @classmethod
     def from_reference(
@@ -165,6 +166,10 @@ class FastLearner:
 
     @torch.no_grad()
     def act(self, observations: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.formulation, FusedFormulation):
+            if self._fused_actor is None:
+                self._fused_actor = actor_tensors(self.actor)
+            return self.formulation.act(self._fused_actor, observations)
         action, _ = sample_action_fast(self.actor, observations)
         return action
 

@@ -1,19 +1,20 @@
 """The hand-written update with its elementwise work fused, in C++ (`--fused-update`).
 
 fused_update.cpp computes every step of sacbench.sac.handwritten's formulation (the critic step,
-the actor's forward passes, the actor step, the alpha loss's log-probabilities) with the same
-matrix products (ATen's, i.e. MKL's on a CPU), one critic member at a time so that each [B, 256]
-activation is still in the core's L2 cache when the pass after its product reads it, and every
-chain of elementwise work between two products fused into one pass. Each training step is one
-call of its `update`, which also runs the Adam steps (torch's fused Adam kernel, on the
-optimizers' own state tensors) and the target update, with the same random draws in the same order
-as FastLearner's loop over this module's FusedFormulation. Only summation orders differ from the
-hand-written path (float32 rounding; tests/test_fused.py).
+the actor's forward passes, the actor step, the alpha loss's log-probabilities) and the actions
+the training loop acts with, with the same matrix products (ATen's, i.e. MKL's on a CPU), one
+critic member at a time so that each [B, 256] activation is still in the core's L2 cache when the
+pass after its product reads it, and every chain of elementwise work between two products fused
+into one pass (its exp, tanh and log vectorized as torch's own kernels are). Each training step
+is one call of its `update`, which also runs the Adam steps (torch's fused Adam kernel, on the
+optimizers' own state tensors) and the target update, with the same random draws in the same
+order as FastLearner's loop over this module's FusedFormulation. Only summation orders differ
+from the hand-written path (float32 rounding; tests/test_fused.py).
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler and ninja; about a minute), and kept under $TORCH_EXTENSIONS_DIR (by default
-~/.cache/torch_extensions), one build per CPU kind, until its source or torch changes. CPU
-tensors only.
+~/.cache/torch_extensions), one build per CPU kind and version of the source, until torch changes.
+CPU tensors only.
 """
 
 from __future__ import annotations
@@ -61,6 +62,18 @@ def cpu_signature() -> str:
     return hashlib.sha256(described.encode()).hexdigest()[:12]
 
 
+def compiler_flags(*, section_times: bool = False) -> list[str]:
+    """fused_update.cpp's flags. -fno-trapping-math lets GCC vectorize the loops that select
+    between computed values (a ReLU mask after a multiply); it changes no result, only whether a
+    floating-point exception could trap, and none is enabled. Where torch's own kernels run AVX2
+    code (AVX2 or AVX-512 CPUs), CPU_CAPABILITY_AVX2 gives ATen's vectors their AVX2 form, whose
+    exp, tanh and log are the Sleef functions torch's kernels call (linked from libtorch)."""
+    flags = ["-O3", "-march=native", "-fno-trapping-math"]
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        flags += ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    return flags + (["-DSACBENCH_SECTION_TIMES"] if section_times else [])
+
+
 @functools.cache
 def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
@@ -74,15 +87,17 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
         )
     from torch.utils.cpp_extension import load
 
+    flags = compiler_flags(section_times=section_times)
+    # The name holds the CPU kind, the source and the flags: torch keeps one build per name and
+    # rebuilds it whenever the source changes, so two checkouts of different versions on one
+    # machine (benchmarks/update_throughput.py --against) would otherwise rebuild each other's.
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
+    kind = "_sections" if section_times else ""
     try:
         return load(
-            f"sacbench_fused_update{'_sections' if section_times else ''}_{cpu_signature()}",
+            f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}",
             sources=[str(SOURCE)],
-            # -fno-trapping-math lets GCC vectorize the loops that select between computed
-            # values (a ReLU mask after a multiply); it changes no result, only whether a
-            # floating-point exception could trap, and none is enabled.
-            extra_cflags=["-O3", "-march=native", "-fno-trapping-math"]
-            + (["-DSACBENCH_SECTION_TIMES"] if section_times else []),
+            extra_cflags=flags,
         )
     except (RuntimeError, OSError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
@@ -164,6 +179,13 @@ class FusedFormulation:
             actor_tensors(actor), observations, LOG_STD_MIN, LOG_STD_HALF_RANGE
         )
         return PolicyForward(observations, *outputs)
+
+    @torch.no_grad()
+    def act(self, actor: list[torch.Tensor], observations: torch.Tensor) -> torch.Tensor:
+        """The policy's actions for `observations` (`actor`: actor_tensors(actor)), the same draw
+        and values as sacbench.sac.policy.sample_action_fast, without its log-probability's
+        tensors."""
+        return self.extension.act(actor, observations.contiguous(), LOG_STD_MIN, LOG_STD_HALF_RANGE)
 
     @torch.no_grad()
     def begin_actor_updates(

@@ -11,8 +11,10 @@
 // - no Python between the operations of a training step: `update` runs all of a step's updates,
 //   the Adam steps and the target update included, in one call.
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
+#include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
 
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 #include <vector>
@@ -67,6 +69,19 @@ auto timed(const char* name, Work&& work) {
 }
 
 constexpr int64_t kLanes = 8;  // partial sums per dot product: one AVX2 register of floats
+
+// ATen's vector of floats. fused.py defines CPU_CAPABILITY_AVX2 where torch's own kernels run
+// AVX2 code: then exp, tanh and log are Sleef's vectorized functions, the ones torch.exp,
+// torch.tanh and torch.log run on the eager path (a scalar libm call costs several times more per
+// value); without it, ATen's generic version applies the scalar functions lane by lane.
+using Vec = at::vec::Vectorized<float>;
+
+// body(i, count) for each run of at most Vec::size() values of [0, n): count is less only in the
+// last run, where Vec::loadu(pointer, count) and store(pointer, count) read and write no further.
+template <class Body>
+void in_vectors(int64_t n, Body&& body) {
+  for (int64_t i = 0; i < n; i += Vec::size()) body(i, std::min<int64_t>(Vec::size(), n - i));
+}
 
 float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
 
@@ -230,39 +245,55 @@ PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
   const Section section("pass: tanh + log-std range");
   out.log_std = at::empty_like(out.mean);
   float *tanh_out = data(out.log_std_tanh), *log_std = data(out.log_std);
-  const float minimum = static_cast<float>(log_std_min);
-  const float half_range = static_cast<float>(log_std_half_range);
-  for (int64_t i = 0; i < out.mean.numel(); ++i) {
-    tanh_out[i] = std::tanh(tanh_out[i]);
-    log_std[i] = minimum + half_range * (tanh_out[i] + 1.f);
-  }
+  const Vec minimum(static_cast<float>(log_std_min));
+  const Vec half_range(static_cast<float>(log_std_half_range)), one(1.f);
+  in_vectors(out.mean.numel(), [&](int64_t i, int64_t count) {
+    const Vec squashed = Vec::loadu(tanh_out + i, count).tanh();
+    squashed.store(tanh_out + i, count);
+    (minimum + half_range * (squashed + one)).store(log_std + i, count);
+  });
   return out;
 }
 
 // The squashed sample's action (into `action`, row stride `action_stride`) and log-probability
-// per row, from the standard-normal draw `noise`.
+// per row, from the standard-normal draw `noise`. Its exp, tanh and log run over all rows'
+// values as vectors; the per-row sums add each row's terms in column order.
 void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tensor& noise,
                      double half_log_2pi, float* action, int64_t action_stride, float* log_pi,
                      float* squashed_out = nullptr, float* jacobian_out = nullptr,
                      float* std_out = nullptr) {
   const Section section("pass: squashed sample + log-probability");
-  const int64_t rows = noise.size(0), action_dim = noise.size(1);
+  const int64_t rows = noise.size(0), action_dim = noise.size(1), n = rows * action_dim;
   const float *m = data(policy.mean), *log_std = data(policy.log_std), *z = data(noise);
   const float *scale = data(actor.scale), *shift = data(actor.shift);
+  // The action scale per value (row-major [rows, A]), and scratch for what the caller does not keep.
+  std::vector<float> tiled_scale(n), scratch(squashed_out == nullptr ? 3 * n : 0), terms(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy(scale, scale + action_dim, tiled_scale.begin() + r * action_dim);
+  }
+  if (squashed_out == nullptr) {
+    squashed_out = scratch.data();
+    jacobian_out = scratch.data() + n;
+    std_out = scratch.data() + 2 * n;
+  }
+  const Vec one(1.f), half(0.5f), epsilon(1e-6f);
+  in_vectors(n, [&](int64_t i, int64_t count) {
+    const Vec log_std_value = Vec::loadu(log_std + i, count), z_value = Vec::loadu(z + i, count);
+    const Vec std_value = log_std_value.exp();
+    const Vec squashed = (Vec::loadu(m + i, count) + z_value * std_value).tanh();
+    const Vec jacobian = (one - squashed * squashed) * Vec::loadu(tiled_scale.data() + i, count) +
+                         epsilon;
+    (log_std_value + half * z_value * z_value + jacobian.log()).store(terms.data() + i, count);
+    squashed.store(squashed_out + i, count);
+    jacobian.store(jacobian_out + i, count);
+    std_value.store(std_out + i, count);
+  });
   for (int64_t r = 0; r < rows; ++r) {
     float sum = 0.f;
     for (int64_t a = 0; a < action_dim; ++a) {
       const int64_t i = r * action_dim + a;
-      const float std_value = std::exp(log_std[i]);
-      const float squashed = std::tanh(m[i] + z[i] * std_value);
-      if (action != nullptr) action[r * action_stride + a] = shift[a] + squashed * scale[a];
-      const float jacobian = (1.f - squashed * squashed) * scale[a] + 1e-6f;
-      sum += log_std[i] + 0.5f * z[i] * z[i] + std::log(jacobian);
-      if (squashed_out != nullptr) {
-        squashed_out[i] = squashed;
-        jacobian_out[i] = jacobian;
-        std_out[i] = std_value;
-      }
+      if (action != nullptr) action[r * action_stride + a] = shift[a] + squashed_out[i] * scale[a];
+      sum += terms[i];
     }
     log_pi[r] = -sum - static_cast<float>(action_dim * half_log_2pi);
   }
@@ -279,6 +310,23 @@ std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
   const PolicyForward out = policy_forward_of(actor_of(actor_tensors), observations, log_std_min,
                                               log_std_half_range);
   return {out.hidden1, out.hidden2, out.mean, out.log_std_tanh, out.log_std};
+}
+
+// The policy's actions [B, A] for `observations` (FastLearner.act with --fused-update): the
+// forward pass, then one squashed sample drawn as sacbench.sac.policy.squashed_sample draws it
+// (a standard-normal [B, A] tensor from torch's default generator, after the forward pass).
+Tensor act(const std::vector<Tensor>& actor_tensors, const Tensor& observations,
+           double log_std_min, double log_std_half_range) {
+  const at::NoGradGuard no_grad;
+  check_dense(observations, "observations");
+  const Actor actor = actor_of(actor_tensors);
+  const PolicyForward policy =
+      policy_forward_of(actor, observations, log_std_min, log_std_half_range);
+  const Tensor noise = at::randn(policy.mean.sizes(), policy.mean.options());
+  Tensor action = at::empty_like(noise);
+  std::vector<float> log_pi(noise.size(0));  // computed with the action, not returned
+  squashed_sample(actor, policy, noise, 0.0, data(action), noise.size(1), log_pi.data());
+  return action;
 }
 
 // log pi [B, 1] of the squashed sample drawn with `noise` from a policy_forward's mean, log_std.
@@ -680,6 +728,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("actor_step", &actor_step, "the actor step, fused (see the file header)");
   module.def("policy_forward", &policy_forward, "the actor's forward pass, fused");
   module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
+  module.def("act", &act, "the policy's actions: its forward pass and one squashed sample");
   module.def("update", &update, "one training step's updates in one call (see update)");
 #ifdef SACBENCH_SECTION_TIMES
   module.def("section_times", &section_times, "{section: (seconds, calls)} since the reset");
