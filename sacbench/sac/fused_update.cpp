@@ -7,9 +7,11 @@
 //   product (for a critic's second hidden layer also its output layer's dot product); the loss
 //   gradient at a critic's output with its ReLU mask and the column sums that are the bias and
 //   output-weight gradients; a ReLU mask with its bias gradient; the squashed sample with its
-//   log-probability; the actor's backward pass through the sample and its heads;
+//   log-probability, its exp, tanh and log as vectors (Sleef's, as torch's own kernels); the
+//   actor's backward pass through the sample and its heads;
 // - no Python between the operations of a training step: `update` runs all of a step's updates,
-//   the Adam steps and the target update included, in one call.
+//   the Adam steps and the target update included, in one call; `act` gives the training loop
+//   its actions in one call too.
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
 #include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
@@ -266,7 +268,7 @@ void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tens
   const int64_t rows = noise.size(0), action_dim = noise.size(1), n = rows * action_dim;
   const float *m = data(policy.mean), *log_std = data(policy.log_std), *z = data(noise);
   const float *scale = data(actor.scale), *shift = data(actor.shift);
-  // The action scale per value (row-major [rows, A]), and scratch for what the caller does not keep.
+  // The action scale per value (row-major [rows, A]); scratch for what the caller does not keep.
   std::vector<float> tiled_scale(n), scratch(squashed_out == nullptr ? 3 * n : 0), terms(n);
   for (int64_t r = 0; r < rows; ++r) {
     std::copy(scale, scale + action_dim, tiled_scale.begin() + r * action_dim);
