@@ -33,8 +33,8 @@ kept, as the trainer's --fused-update; the others were not (docs/performance.md)
   (`select_action`: numpy in, numpy out), through the eager policy (sample_action_fast, as
   FastLearner.act did before) against fused_update.cpp's `act` (as --fused-update now acts).
   Both learners train with --fused-update's one-call update; each round times every action right
-  after an update, where the loop acts (caches cold), and prints the action's time, the update's,
-  and the share of a training step the saving is.
+  after an update, where the loop acts (caches cold), and prints both actions' times, their
+  ratio, and the saving's share of an update and an action.
 
 All but python-dispatch and fused-act build two fast learners from the same seed, check how far
 their parameters differ after `--check` updates from the same state and draws, then time them in
