@@ -250,9 +250,9 @@ PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
   const Vec minimum(static_cast<float>(log_std_min));
   const Vec half_range(static_cast<float>(log_std_half_range)), one(1.f);
   in_vectors(out.mean.numel(), [&](int64_t i, int64_t count) {
-    const Vec squashed = Vec::loadu(tanh_out + i, count).tanh();
-    squashed.store(tanh_out + i, count);
-    (minimum + half_range * (squashed + one)).store(log_std + i, count);
+    const Vec bounded = Vec::loadu(tanh_out + i, count).tanh();  // the log-std head in (-1, 1)
+    bounded.store(tanh_out + i, count);
+    (minimum + half_range * (bounded + one)).store(log_std + i, count);
   });
   return out;
 }
