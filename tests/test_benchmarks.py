@@ -18,6 +18,7 @@ from benchmarks import (
     profile_step,
     shared_device_sps,
     step_parts,
+    thin_products,
     train_sps,
     update_throughput,
 )
@@ -249,6 +250,34 @@ def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsy
     ]
     assert [cells[0] for cells in rows] == [str(list(s)) for s in levers.DISPATCH_SHAPES], out
     assert all(float(cells[1]) > 0 and float(cells[2]) > 0 for cells in rows), out
+
+
+def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_agree(capsys):
+    """Every thin product of the update is timed on both sides, the kernel of our own computes
+    what ATen computes (within float32 rounding of a sum of up to 256 terms), and the last lines
+    give the core's FMA peak and a lone 256^3 matmul's share of it."""
+    assert thin_products.main(["--env", "Hopper-v4", "--rounds", "2", "--calls", "3"]) == 0
+    out = capsys.readouterr().out
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in out.splitlines()
+        if line.startswith("| ") and not line.startswith("| product")
+    ]
+    expected = thin_products.thin_shapes(obs=11, act=3, batch=256)
+    assert [cells[0] for cells in rows] == [shape[0] for shape in expected], out
+    assert "| [256x11] x [11x256] " in out and "| [3x256] x [256x256] " in out, out
+    for cells in rows:
+        aten_us, ours_us, ratio, difference = (float(cells[i]) for i in (3, 4, 5, 7))
+        assert aten_us > 0 and ours_us > 0 and ratio > 0, cells
+        assert difference < 1e-5, cells
+    peak = re.search(r"FMA peak: ([\d.]+) GFLOP/s; a lone 256x256x256 at::mm: ([\d.]+)", out)
+    assert peak and float(peak[1]) > 0 and float(peak[2]) > 0, out
+
+
+def test_thin_products_refuses_bad_counts_before_building(capsys):
+    with pytest.raises(SystemExit):
+        thin_products.main(["--calls", "0"])
+    assert "--calls must be positive, got 0" in capsys.readouterr().err
 
 
 def test_levers_refuse_an_unknown_lever_and_bad_counts(capsys):

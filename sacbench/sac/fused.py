@@ -34,7 +34,6 @@ from sacbench.sac.formulation import ActorPass, FastNetworks, Policy
 from sacbench.sac.policy import HALF_LOG_2PI, LOG_STD_HALF_RANGE, PolicyForward
 
 SOURCE = Path(__file__).resolve().parent / "fused_update.cpp"
-HEADERS = (SOURCE.parent / "thin_product.h",)  # included by SOURCE
 
 
 class FusedUpdateUnavailable(RuntimeError):
@@ -89,12 +88,10 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     from torch.utils.cpp_extension import load
 
     flags = compiler_flags(section_times=section_times)
-    # The name holds the CPU kind, the source, its headers and the flags: torch keeps one build
-    # per name and rebuilds it when the source changes (not when a header does), and two
-    # checkouts of different versions on one machine (benchmarks/update_throughput.py --against)
-    # would otherwise rebuild each other's.
-    code = b"".join(path.read_bytes() for path in (SOURCE, *HEADERS))
-    digest = hashlib.sha256(code + " ".join(flags).encode()).hexdigest()[:8]
+    # The name holds the CPU kind, the source and the flags: torch keeps one build per name and
+    # rebuilds it whenever the source changes, so two checkouts of different versions on one
+    # machine (benchmarks/update_throughput.py --against) would otherwise rebuild each other's.
+    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
     kind = "_sections" if section_times else ""
     try:
         return load(

@@ -1,7 +1,6 @@
 // The fast path's hand-written update (sacbench/sac/handwritten.py) in C++, for --fused-update
 // (sacbench/sac/fused.py builds it for the CPU it runs on and calls it). The same products as the
-// eager path (ATen's, i.e. MKL's) except the thin ones (the first layers' forward products and
-// the heads' weight gradients: thin_product.h's loop, bias and ReLU in its pass), but:
+// eager path (ATen's, i.e. MKL's), but:
 // - the critics one member at a time, so that each [B, 256] activation (256 KiB) is still in the
 //   core's L2 cache (512 KiB on Zen 3) when the pass after its product reads it;
 // - every chain of elementwise work between two products as one pass: bias and ReLU after a
@@ -16,8 +15,6 @@
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
 #include <ATen/cpu/vec/vec.h>
 #include <torch/extension.h>
-
-#include "thin_product.h"
 
 #include <algorithm>
 #include <cmath>
@@ -120,38 +117,16 @@ inline float relu(float value) { return value < 0.f ? 0.f : value; }
 // The loops below load every operand unconditionally and select afterwards: GCC vectorizes a
 // select between computed values, not a load or a multiply that only one branch performs.
 
-// rows x cols, row-major: x <- relu(x + bias).
+// rows x cols, row-major: x <- relu(x + bias), or relu(x) with no bias.
 void add_bias_relu(float* x, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t r = 0; r < rows; ++r) {
     float* row = x + r * cols;
-    for (int64_t c = 0; c < cols; ++c) row[c] = relu(row[c] + bias[c]);
+    if (bias == nullptr) {
+      for (int64_t c = 0; c < cols; ++c) row[c] = relu(row[c]);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) row[c] = relu(row[c] + bias[c]);
+    }
   }
-}
-
-// The thin loop writes whole blocks of columns; the networks' hidden width (256) is.
-void check_thin_fits(int64_t width) {
-  TORCH_CHECK(sacbench::thin_product_fits(width), "hidden width must be a multiple of ",
-              sacbench::kThinColumns, ", got ", width);
-}
-
-// out = relu(inputs [rows, k] weight [k, n] + bias) for a first layer, whose inputs are few (the
-// observation, or observation and action): thin_product.h's loop, bias and ReLU in its pass.
-void first_layer(const Tensor& inputs, const Tensor& weight, const Tensor& bias, Tensor& out) {
-  const int64_t rows = inputs.size(0), k = inputs.size(1), n = weight.size(1);
-  check_thin_fits(n);
-  sacbench::thin_product(data(inputs), k, 1, data(weight), data(out), rows, n, k,
-                         {data(bias), 0}, /*relu=*/true);
-}
-
-// d_head^T [A, rows] hidden [rows, n]: a head's weight gradient, A as short as the action; the
-// thin loop reads d_head transposed where it is.
-Tensor head_weight_gradient(const Tensor& d_head, const Tensor& hidden) {
-  const int64_t rows = d_head.size(0), heads = d_head.size(1), n = hidden.size(1);
-  check_thin_fits(n);
-  Tensor out = at::empty({heads, n}, hidden.options());
-  sacbench::thin_product(data(d_head), 1, heads, data(hidden), data(out), heads, n, rows, {},
-                         /*relu=*/false);
-  return out;
 }
 
 // x <- relu(x + bias), and q[r] = x[r] . w_out + b_out (the output layer), in one pass; cols is a
@@ -223,8 +198,10 @@ Critic critic_of(const std::vector<Tensor>& tensors) {
 void member_forward(const Critic& critic, int64_t member, const Tensor& inputs, Tensor& hidden1,
                     Tensor& hidden2, float* q) {
   const int64_t rows = inputs.size(0), width = critic.w2.size(2);
-  timed("product: critic layer 1 (k = obs + act), with bias + ReLU",
-        [&] { first_layer(inputs, critic.w1[member], critic.b1[member], hidden1); });
+  timed("product: critic layer 1 (k = obs + act)",
+        [&] { at::mm_out(hidden1, inputs, critic.w1[member]); });
+  timed("pass: bias + ReLU",
+        [&] { add_bias_relu(data(hidden1), data(critic.b1[member]), rows, width); });
   timed("product: critic layer 2 (256^3)",
         [&] { at::mm_out(hidden2, hidden1, critic.w2[member]); });
   const Section section("pass: bias + ReLU + output layer");
@@ -254,10 +231,10 @@ PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
   const auto options = observations.options();
   PolicyForward out;
   out.hidden1 = at::empty({rows, actor.w1.size(0)}, options);
-  timed("product: actor layer 1 (k = obs), with bias + ReLU", [&] {
-    // nn.Linear keeps the weight as [out, in]; the loop reads it as [in, out] (a 4-23 KiB copy).
-    first_layer(observations, actor.w1.t().contiguous(), actor.b1, out.hidden1);
-  });
+  timed("product: actor layer 1 (k = obs)",
+        [&] { at::mm_out(out.hidden1, observations, actor.w1.t()); });
+  timed("pass: bias + ReLU",
+        [&] { add_bias_relu(data(out.hidden1), data(actor.b1), rows, out.hidden1.size(1)); });
   out.hidden2 = at::empty({rows, actor.w2.size(0)}, options);
   timed("product: actor layer 2 (256^3)",
         [&] { at::mm_out(out.hidden2, out.hidden1, actor.w2.t()); });
@@ -509,14 +486,11 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   Tensor q = at::empty({members, rows}, options);
   for (int64_t member = 0; member < members; ++member) {
     Tensor first = hidden1[member], second = hidden2[member];
-    timed("product: critic layer 1, action part (k = act), with ReLU", [&] {
-      // Starts from the observation part; w1's action rows are rows of [in, width].
-      const Tensor partial = observation_part[member].contiguous();
-      check_thin_fits(width);
-      sacbench::thin_product(data(action), action_dim, 1,
-                             data(critic.w1[member]) + obs_dim * width, data(first), rows, width,
-                             action_dim, {data(partial), width}, /*relu=*/true);
+    timed("product: critic layer 1, action part (k = act)", [&] {
+      at::addmm_out(first, observation_part[member], action,
+                    critic.w1[member].narrow(0, obs_dim, action_dim));
     });
+    timed("pass: bias + ReLU", [&] { add_bias_relu(data(first), nullptr, rows, width); });
     timed("product: critic layer 2 (256^3)",
           [&] { at::mm_out(second, first, critic.w2[member]); });
     const Section section("pass: bias + ReLU + output layer");
@@ -615,15 +589,9 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   const Tensor d_w2 = timed("product: actor layer 2 weight gradient (256^3)",
                             [&] { return at::mm(d_hidden2.t(), policy.hidden1); });
   return timed("product: actor heads weight gradients (m = act, 2 products)", [&] {
-    return std::vector<Tensor>{d_w1,
-                               d_b1,
-                               d_w2,
-                               d_b2,
-                               head_weight_gradient(d_mean, policy.hidden2),
-                               d_mean.sum(0),
-                               head_weight_gradient(d_head, policy.hidden2),
-                               d_head.sum(0),
-                               actor_loss};
+    return std::vector<Tensor>{d_w1, d_b1, d_w2, d_b2, at::mm(d_mean.t(), policy.hidden2),
+                               d_mean.sum(0), at::mm(d_head.t(), policy.hidden2),
+                               d_head.sum(0), actor_loss};
   });
 }
 

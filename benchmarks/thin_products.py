@@ -1,0 +1,358 @@
+"""The update's thin matrix products: ATen's (MKL's) against a loop of our own, in one run.
+
+    python benchmarks/thin_products.py [--env Humanoid-v4] [--rounds 9] [--calls 200]
+
+--fused-update calls MKL for every product. Its thin ones, those with a side as short as the
+observation or the action (17 and 6 on HalfCheetah-v4), run well below the rate of its 256^3
+ones, and docs/performance.md named "kernels of our own for the thin ones" as a lever left on
+Zen 3. This benchmark measures that lever on warm operands: a register-blocked loop (6 rows x 2
+vectors of sums, one fused multiply-add per vector and row for each term; rows outside, so that
+the result is written row after row), built for this CPU with torch.utils.cpp_extension and
+fused_update.cpp's flags (ATen's vectors in their AVX2 form). A forward product writes its bias
+and ReLU in the same pass; the ATen side does as fused_update.cpp does: the product, then one
+bias + ReLU pass. (In place, inside the update, the same loop was commit 12ad3db's, reverted:
+docs/performance.md, "What was tried".)
+
+For each thin shape of the update (batch --batch-size, hidden 256, the task's sizes) it times
+both sides in alternating rounds of --calls calls, each loop in C++ on the same operands, and
+prints µs per call, the median of the per-round ratios ATen / ours (above 1: ours is faster)
+with its quartiles, and the largest difference between the two results relative to the largest
+result. The last lines give what bounds a product on this core: its float32 FMA peak (a loop of
+12 independent vector FMAs) and a lone 256^3 at::mm's rate as a share of that peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from tabulate import tabulate
+
+from sacbench.sac.fused import compiler_flags, missing_build_tools
+from sacbench.training.envs import env_spaces
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
+
+from profile_step import refuse_bad_counts_and_env  # noqa: E402
+
+HIDDEN = 256
+
+SOURCE = r"""
+#include <ATen/cpu/vec/vec.h>
+#include <torch/extension.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+using at::Tensor;
+using Vec = at::vec::Vectorized<float>;
+constexpr int64_t kLanes = Vec::size();
+constexpr int64_t kRows = 6;                // rows of sums per block: 6 x 2 vector registers
+constexpr int64_t kColumns = 2 * kLanes;    // columns per block
+constexpr int64_t kTerms = 32;              // terms per pass: b's rows for one pass stay in L1
+
+// c's rows [0, Rows) and columns [0, kColumns) = start + sum over `count` terms p of
+// a(r, p) * b[p, :], a(r, p) = a[r * a_row + p * a_col]; then ReLU when `relu`. `start`: a row
+// for every row (row_stride 0: a bias), c's own values (row_stride n), or none.
+template <int64_t Rows>
+void block(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t n, float* c,
+           int64_t count, const float* start, int64_t row_stride, bool relu) {
+  Vec sums[Rows][2];
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < Rows; ++r) {
+    sums[r][0] = start ? Vec::loadu(start + r * row_stride) : Vec(0.f);
+    sums[r][1] = start ? Vec::loadu(start + r * row_stride + kLanes) : Vec(0.f);
+  }
+  for (int64_t p = 0; p < count; ++p) {
+    const Vec left = Vec::loadu(b + p * n), right = Vec::loadu(b + p * n + kLanes);
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < Rows; ++r) {
+      const Vec term(a[r * a_row + p * a_col]);
+      sums[r][0] = at::vec::fmadd(term, left, sums[r][0]);
+      sums[r][1] = at::vec::fmadd(term, right, sums[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < Rows; ++r) {
+    Vec left = sums[r][0], right = sums[r][1];
+    if (relu) {
+      left = at::vec::maximum(left, Vec(0.f));
+      right = at::vec::maximum(right, Vec(0.f));
+    }
+    left.store(c + r * n);
+    right.store(c + r * n + kLanes);
+  }
+}
+
+template <int64_t Rows>
+void block_at(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t n, float* c,
+              int64_t i, int64_t j, int64_t p, int64_t count, const float* start,
+              int64_t row_stride, bool relu) {
+  if (start) start += i * row_stride + j;
+  block<Rows>(a + i * a_row + p * a_col, a_row, a_col, b + p * n + j, n, c + i * n + j, count,
+              start, row_stride, relu);
+}
+
+using Block = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*, int64_t,
+                      int64_t, int64_t, int64_t, const float*, int64_t, bool);
+// blocks[rows]: a block of that many rows (the last block of an m that is no multiple of kRows).
+constexpr Block blocks[kRows + 1] = {nullptr,     block_at<1>, block_at<2>, block_at<3>,
+                                     block_at<4>, block_at<5>, block_at<6>};
+
+// c [m, n] = A B (+ bias, then ReLU, when there is a bias), A(i, p) = a[i * a_row + p * a_col]
+// (m x k: a matrix or a transposed one), b [k, n] row-major, n a multiple of kColumns. Rows
+// outside, so that c is written row after row; the terms in passes of kTerms, each adding to
+// what the last one wrote.
+void thin_product(const float* a, int64_t a_row, int64_t a_col, const float* b, float* c,
+                  int64_t m, int64_t n, int64_t k, const float* bias) {
+  TORCH_CHECK(n % kColumns == 0, "columns must be a multiple of ", kColumns, ", got ", n);
+  TORCH_CHECK(k > 0, "a product needs at least one term");
+  for (int64_t i = 0; i < m; i += kRows) {
+    const int64_t rows = std::min(kRows, m - i);
+    for (int64_t p = 0; p < k; p += kTerms) {
+      const int64_t count = std::min(kTerms, k - p);
+      const float* start = p == 0 ? bias : c;
+      const int64_t row_stride = p == 0 ? 0 : n;
+      const bool relu = bias != nullptr && p + count >= k;
+      for (int64_t j = 0; j < n; j += kColumns) {
+        blocks[rows](a, a_row, a_col, b, n, c, i, j, p, count, start, row_stride, relu);
+      }
+    }
+  }
+}
+
+float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
+
+// relu(x [B, k] w [k, n] + bias) into out [B, n].
+void forward_ours(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  thin_product(data(x), x.size(1), 1, data(w), data(out), x.size(0), w.size(1), x.size(1),
+               data(bias));
+}
+
+void forward_aten(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  at::mm_out(out, x, w);
+  float* values = data(out);
+  const float* shift = data(bias);
+  const int64_t rows = out.size(0), cols = out.size(1);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = values + r * cols;
+    for (int64_t c = 0; c < cols; ++c) {
+      const float value = row[c] + shift[c];
+      row[c] = value < 0.f ? 0.f : value;
+    }
+  }
+}
+
+// x^T [k, B] d [B, n] into out [k, n]: a weight gradient.
+void weight_gradient_ours(const Tensor& x, const Tensor& d, Tensor& out) {
+  thin_product(data(x), 1, x.size(1), data(d), data(out), x.size(1), d.size(1), x.size(0),
+               nullptr);
+}
+
+void weight_gradient_aten(const Tensor& x, const Tensor& d, Tensor& out) {
+  at::mm_out(out, x.t(), d);
+}
+
+// Runs `which` on `operands` (inputs, then the output) and returns the result; with `calls` > 0,
+// the seconds per call of `calls` calls instead.
+double run(const std::string& which, std::vector<Tensor> operands, int64_t calls) {
+  TORCH_CHECK(operands.size() == 3 || operands.size() == 4, "2 or 3 inputs, then the output");
+  auto once = [&] {
+    Tensor& out = operands.back();
+    if (which == "forward ours") forward_ours(operands[0], operands[1], operands[2], out);
+    else if (which == "forward aten") forward_aten(operands[0], operands[1], operands[2], out);
+    else if (which == "weight gradient ours") weight_gradient_ours(operands[0], operands[1], out);
+    else if (which == "weight gradient aten") weight_gradient_aten(operands[0], operands[1], out);
+    else TORCH_CHECK(false, "unknown product: ", which);
+  };
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < std::max<int64_t>(calls, 1); ++i) once();
+  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+  return seconds.count() / std::max<int64_t>(calls, 1);
+}
+
+// The core's float32 FMA rate: 12 independent chains of vector FMAs (more than latency x
+// throughput, so the units never wait), `iterations` rounds; GFLOP/s.
+double fma_peak_gflops(int64_t iterations) {
+  Vec chains[12];
+  for (int i = 0; i < 12; ++i) chains[i] = Vec(1.f + i * 1e-7f);
+  const Vec factor(0.9999999f), addend(1e-8f);
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t n = 0; n < iterations; ++n) {
+    for (int i = 0; i < 12; ++i) chains[i] = at::vec::fmadd(chains[i], factor, addend);
+  }
+  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+  float sink = 0.f;  // keeps the chains' results alive
+  for (int i = 0; i < 12; ++i) {
+    float lanes[kLanes];
+    chains[i].store(lanes);
+    sink += lanes[0];
+  }
+  TORCH_CHECK(sink == sink, "the FMA chains produced NaN");
+  return iterations * 12.0 * kLanes * 2.0 / seconds.count() / 1e9;
+}
+
+// A lone at::mm of [size, size] x [size, size] on warm operands; GFLOP/s.
+double lone_matmul_gflops(int64_t size, int64_t calls) {
+  const Tensor left = at::randn({size, size}), right = at::randn({size, size});
+  Tensor out = at::empty({size, size});
+  for (int i = 0; i < 5; ++i) at::mm_out(out, left, right);
+  const auto started = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < calls; ++i) at::mm_out(out, left, right);
+  const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+  return 2.0 * size * size * size * calls / seconds.count() / 1e9;
+}
+"""
+
+FUNCTIONS = ["run", "fma_peak_gflops", "lone_matmul_gflops"]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="HalfCheetah-v4", help="its sizes shape the products")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=9, help="alternating timed rounds")
+    parser.add_argument("--calls", type=int, default=200, help="calls per side per round")
+    options = parser.parse_args(argv)
+    refuse_bad_counts_and_env(parser, options, ("batch_size", "rounds", "calls"))
+    missing = missing_build_tools()
+    if missing:
+        parser.error(f"the kernels are compiled here and need {' and '.join(missing)} on PATH")
+    return options
+
+
+def thin_shapes(*, obs: int, act: int, batch: int) -> list[tuple[str, str, int, int, int]]:
+    """(product, kind, rows, inner, columns) of the update's thin products that the kernel can
+    write (columns a multiple of 16): the forward ones [rows, inner] x [inner, columns] with bias
+    and ReLU, the weight gradients [inner, rows]^T x [rows, columns]. The heads ([256, 256] x
+    [256, act]) and the action gradient have act columns, not a shape for this kernel."""
+    return [
+        ("actor layer 1", "forward", batch, obs, HIDDEN),
+        ("critic layer 1 (observation and action)", "forward", batch, obs + act, HIDDEN),
+        ("critic layer 1, action part", "forward", batch, act, HIDDEN),
+        ("critic layer 1 weight gradient", "weight gradient", batch, obs + act, HIDDEN),
+        ("actor layer 1 weight gradient", "weight gradient", batch, obs, HIDDEN),
+        ("actor heads weight gradient", "weight gradient", batch, act, HIDDEN),
+    ]
+
+
+def operands(kind: str, rows: int, inner: int, columns: int) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(rows * 1_000_003 + inner * 1_009 + columns)
+    if kind == "forward":
+        return [
+            torch.randn(rows, inner, generator=generator),
+            torch.randn(inner, columns, generator=generator) / inner**0.5,
+            torch.randn(columns, generator=generator),
+            torch.empty(rows, columns),
+        ]
+    return [
+        torch.randn(rows, inner, generator=generator),
+        torch.randn(rows, columns, generator=generator) / rows,
+        torch.empty(inner, columns),
+    ]
+
+
+def quartiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return f"{values[0]:.2f}-{values[0]:.2f}"
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.2f}-{high:.2f}"
+
+
+def build() -> tuple[Any, float]:
+    from torch.utils.cpp_extension import load_inline
+
+    started = time.perf_counter()
+    extension = load_inline(
+        "sacbench_thin_products",
+        cpp_sources=SOURCE,
+        functions=FUNCTIONS,
+        extra_cflags=compiler_flags(),
+    )
+    return extension, time.perf_counter() - started
+
+
+def compare(extension: Any, options: argparse.Namespace) -> list[list[object]]:
+    spaces = env_spaces(options.env)
+    obs, act = spaces.observation_size, spaces.action_size
+    rows = []
+    for name, kind, batch, inner, columns in thin_shapes(
+        obs=obs, act=act, batch=options.batch_size
+    ):
+        ours_operands = operands(kind, batch, inner, columns)
+        aten_operands = [tensor.clone() for tensor in ours_operands]
+        extension.run(f"{kind} ours", ours_operands, 0)
+        extension.run(f"{kind} aten", aten_operands, 0)
+        expected = aten_operands[-1]
+        difference = (ours_operands[-1] - expected).abs().max() / expected.abs().max()
+        aten_us, ours_us, ratios = [], [], []
+        for _ in range(options.rounds):
+            aten = extension.run(f"{kind} aten", aten_operands, options.calls)
+            ours = extension.run(f"{kind} ours", ours_operands, options.calls)
+            aten_us.append(aten * 1e6)
+            ours_us.append(ours * 1e6)
+            ratios.append(aten / ours)
+        shape = (
+            f"[{batch}x{inner}] x [{inner}x{columns}]"
+            if kind == "forward"
+            else f"[{inner}x{batch}] x [{batch}x{columns}]"
+        )
+        rows.append(
+            [
+                name,
+                shape,
+                f"{2 * batch * inner * columns / 1e6:.2f}",
+                f"{statistics.median(aten_us):.1f}",
+                f"{statistics.median(ours_us):.1f}",
+                f"{statistics.median(ratios):.2f}",
+                quartiles(ratios),
+                f"{float(difference):.1e}",
+            ]
+        )
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    options = parse_args(argv)
+    torch.set_num_threads(1)
+    extension, built_seconds = build()
+    rows = compare(extension, options)
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "product",
+                "shape",
+                "MFLOP",
+                "ATen µs",
+                "ours µs",
+                "ATen / ours",
+                "quartiles",
+                "largest difference / largest value",
+            ],
+            tablefmt="github",
+        )
+    )
+    peak = max(extension.fma_peak_gflops(20_000_000) for _ in range(3))
+    lone = max(extension.lone_matmul_gflops(256, 40) for _ in range(3))
+    print(
+        f"\nthis core's float32 FMA peak: {peak:.1f} GFLOP/s; a lone 256x256x256 at::mm: "
+        f"{lone:.1f} GFLOP/s ({lone / peak:.0%} of the peak)"
+    )
+    print(
+        f"{options.env}, batch {options.batch_size}, medians of {options.rounds} alternating "
+        f"rounds of {options.calls} calls, 1 thread; built in {built_seconds:.0f} s; torch "
+        f"{torch.__version__}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
