@@ -18,7 +18,9 @@ both sides in alternating rounds of --calls calls, each loop in C++ on the same 
 prints µs per call, the median of the per-round ratios ATen / ours (above 1: ours is faster)
 with its quartiles, and the largest difference between the two results relative to the largest
 result. The last lines give what bounds a product on this core: its float32 FMA peak (a loop of
-12 independent vector FMAs) and a lone 256^3 at::mm's rate as a share of that peak.
+12 independent vector FMAs), a lone 256^3 at::mm's rate as a share of that peak, and the same
+product's µs after writing 0-64 MB of other memory before each call (operands that the rest of
+a step pushed out of the caches: where that starts is how much cache this machine really gives).
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the
 from profile_step import refuse_bad_counts_and_env  # noqa: E402
 
 HIDDEN = 256
+# Memory written between two products: from what L2 holds to far more than the L3's 32 MiB.
+WRITTEN_MEGABYTES = (0, 1, 4, 8, 16, 32, 64)
 
 SOURCE = r"""
 #include <ATen/cpu/vec/vec.h>
@@ -50,6 +54,7 @@ SOURCE = r"""
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <vector>
 
 using at::Tensor;
 using Vec = at::vec::Vectorized<float>;
@@ -209,9 +214,28 @@ double lone_matmul_gflops(int64_t size, int64_t calls) {
   const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
   return 2.0 * size * size * size * calls / seconds.count() / 1e9;
 }
+
+// The same product after writing `megabytes` of other memory before each call (not timed), as
+// the rest of a training step does between two of its products: the median µs of `calls`
+// calls. Once the memory written exceeds what the caches keep, the operands come from DRAM.
+double matmul_after_writing_us(int64_t size, int64_t megabytes, int64_t calls) {
+  const Tensor left = at::randn({size, size}), right = at::randn({size, size});
+  Tensor out = at::empty({size, size});
+  std::vector<float> other(megabytes * 1024 * 1024 / sizeof(float));
+  std::vector<double> times;
+  for (int64_t i = 0; i < calls; ++i) {
+    std::fill(other.begin(), other.end(), static_cast<float>(i));
+    const auto started = std::chrono::steady_clock::now();
+    at::mm_out(out, left, right);
+    const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - started;
+    times.push_back(seconds.count() * 1e6);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
 """
 
-FUNCTIONS = ["run", "fma_peak_gflops", "lone_matmul_gflops"]
+FUNCTIONS = ["run", "fma_peak_gflops", "lone_matmul_gflops", "matmul_after_writing_us"]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -345,6 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"\nthis core's float32 FMA peak: {peak:.1f} GFLOP/s; a lone 256x256x256 at::mm: "
         f"{lone:.1f} GFLOP/s ({lone / peak:.0%} of the peak)"
+    )
+    written = {
+        megabytes: extension.matmul_after_writing_us(256, megabytes, options.calls // 4 + 3)
+        for megabytes in WRITTEN_MEGABYTES
+    }
+    print(
+        "a lone 256x256x256 at::mm, µs, after writing this much other memory before each call: "
+        + ", ".join(f"{megabytes} MB {us:.0f}" for megabytes, us in written.items())
     )
     print(
         f"{options.env}, batch {options.batch_size}, medians of {options.rounds} alternating "

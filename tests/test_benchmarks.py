@@ -253,9 +253,10 @@ def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsy
 
 
 def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_agree(capsys):
-    """Every thin product of the update is timed on both sides, the kernel of our own computes
-    what ATen computes (within float32 rounding of a sum of up to 256 terms), and the last lines
-    give the core's FMA peak and a lone 256^3 matmul's share of it."""
+    """Every thin product of the update is timed on both sides, the loop of our own computes what
+    ATen computes (within float32 rounding of a sum of up to 256 terms), and the last lines give
+    the core's FMA peak, a lone 256^3 matmul's share of it, and that matmul after each amount of
+    memory written."""
     assert thin_products.main(["--env", "Hopper-v4", "--rounds", "2", "--calls", "3"]) == 0
     out = capsys.readouterr().out
     rows = [
@@ -272,6 +273,10 @@ def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_ag
         assert difference < 1e-5, cells
     peak = re.search(r"FMA peak: ([\d.]+) GFLOP/s; a lone 256x256x256 at::mm: ([\d.]+)", out)
     assert peak and float(peak[1]) > 0 and float(peak[2]) > 0, out
+    written = re.search(r"after writing this much other memory before each call: (.*)", out)
+    assert written, out
+    sizes = [int(part.split()[0]) for part in written[1].split(", ")]
+    assert sizes == list(thin_products.WRITTEN_MEGABYTES), out
 
 
 def test_thin_products_refuses_bad_counts_before_building(capsys):
