@@ -165,8 +165,8 @@ void weight_gradient_aten(const Tensor& x, const Tensor& d, Tensor& out) {
   at::mm_out(out, x.t(), d);
 }
 
-// Runs `which` on `operands` (inputs, then the output) and returns the result; with `calls` > 0,
-// the seconds per call of `calls` calls instead.
+// Runs `which` `calls` times (once for 0) on `operands`, its inputs and then the output it
+// writes; the seconds per call.
 double run(const std::string& which, std::vector<Tensor> operands, int64_t calls) {
   TORCH_CHECK(operands.size() == 3 || operands.size() == 4, "2 or 3 inputs, then the output");
   auto once = [&] {
