@@ -13,7 +13,9 @@ repeat starts the reference and the fast trainer at the same time, one per core,
 only the 100-step windows that both processes spent training (so the reference's tail, which
 runs alone once the fast run has finished, does not count). The two share the memory system
 while they overlap, so the absolute SPS are lower than a lone run's; the ratio of each pair is
-reported, and their median.
+reported, and their median. With `--extra --fused-update`, the C++ is loaded (compiled on first
+use) before any trainer starts, so that no trainer spends its first minute compiling while the
+other trains.
 
     python benchmarks/train_sps.py
     python benchmarks/train_sps.py --paired --repeats 3
@@ -240,8 +242,28 @@ def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:
     return rows
 
 
+def build_fused_update_first(extra: list[str]) -> float | None:
+    """With --fused-update among the fast path's flags, load (on first use, compile) its C++ here,
+    before any trainer starts, and return the seconds it took; otherwise None. A trainer that
+    compiled it would spend about a minute doing so while the other trained: a paired run could
+    then share no training window, and a lone run would count the build in its wall time."""
+    if "--fused-update" not in extra:
+        return None
+    from sacbench.sac.fused import FusedUpdateUnavailable, fused_update_extension
+
+    started = time.perf_counter()
+    try:
+        fused_update_extension()
+    except FusedUpdateUnavailable as error:
+        raise SystemExit(f"--extra --fused-update: {error}") from error
+    return time.perf_counter() - started
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
+    built_seconds = build_fused_update_first(options.extra)
+    if built_seconds is not None:
+        print(f"--fused-update's C++ loaded (built if it had to be) in {built_seconds:.0f} s")
     load_before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
     pair_ratios: dict[str, list[float]] = {}

@@ -252,6 +252,21 @@ def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsy
     assert all(float(cells[1]) > 0 and float(cells[2]) > 0 for cells in rows), out
 
 
+def test_train_sps_builds_the_fused_update_before_any_trainer_starts(monkeypatch):
+    """A trainer compiling the C++ for a minute while its pair trains would leave the two no
+    shared window; with --fused-update among the fast path's flags, the benchmark loads (or
+    builds) it first, through the real build function."""
+    from sacbench.sac import fused
+
+    loads = []
+    real = fused.fused_update_extension
+    monkeypatch.setattr(fused, "fused_update_extension", lambda: loads.append(1) or real())
+    assert train_sps.build_fused_update_first(["--buffer-size", "1000"]) is None
+    assert loads == []
+    seconds = train_sps.build_fused_update_first(["--fused-update"])
+    assert seconds is not None and seconds >= 0 and loads == [1]
+
+
 def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_agree(capsys):
     """Every thin product of the update is timed on both sides, the loop of our own computes what
     ATen computes (within float32 rounding of a sum of up to 256 terms), and the last lines give
