@@ -21,7 +21,7 @@ import torch
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.fast_learner import FastLearner
-from sacbench.sac.fused import FusedFormulation
+from sacbench.sac.fused import SOURCE, FusedFormulation, build_name
 from sacbench.sac.handwritten import HandwrittenFormulation
 from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer
 
@@ -277,6 +277,25 @@ def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
     with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
         fused.extension.policy_forward(actor_tensors, torch.randn(8, 11, dtype=torch.float64),
                                        -5.0, 3.5)  # fmt: skip
+
+
+def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
+    """torch rebuilds a named build whenever its source's path or text changes: two checkouts
+    sharing one name would rebuild each other's for a minute at every switch."""
+    flags = ["-O3"]
+    other_checkout = tmp_path / "checkout" / SOURCE.name
+    other_checkout.parent.mkdir()
+    other_checkout.write_bytes(SOURCE.read_bytes())
+    name = build_name(SOURCE, flags)
+    assert build_name(SOURCE, flags) == name
+    assert build_name(other_checkout, flags) != name  # the same text elsewhere
+    assert build_name(SOURCE, ["-O2"]) != name
+    assert build_name(SOURCE, flags, section_times=True).startswith(
+        "sacbench_fused_update_sections"
+    )
+    before_edit = build_name(other_checkout, flags)
+    other_checkout.write_bytes(SOURCE.read_bytes() + b"// edited\n")
+    assert build_name(other_checkout, flags) != before_edit
 
 
 def test_fused_update_refuses_what_it_does_not_compute():

@@ -13,7 +13,8 @@ from the hand-written path (float32 rounding; tests/test_fused.py).
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler and ninja; about a minute), and kept under $TORCH_EXTENSIONS_DIR (by default
-~/.cache/torch_extensions), one build per CPU kind and version of the source, until torch changes.
+~/.cache/torch_extensions), one build per CPU kind, checkout and version of the source, until torch
+changes.
 CPU tensors only.
 """
 
@@ -74,6 +75,17 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
     return flags + (["-DSACBENCH_SECTION_TIMES"] if section_times else [])
 
 
+def build_name(source: Path, flags: list[str], *, section_times: bool = False) -> str:
+    """The build's name: the CPU kind, and a digest of the source's path and text and the flags.
+    torch keeps one build per name and rebuilds it whenever the source or its path changes, so
+    two checkouts on one machine (benchmarks/update_throughput.py --against, a CI clone) would
+    otherwise rebuild each other's, for a minute each time, even at the same version."""
+    built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
+    digest = hashlib.sha256(built_from).hexdigest()[:8]
+    kind = "_sections" if section_times else ""
+    return f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}"
+
+
 @functools.cache
 def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
@@ -88,14 +100,9 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     from torch.utils.cpp_extension import load
 
     flags = compiler_flags(section_times=section_times)
-    # The name holds the CPU kind, the source and the flags: torch keeps one build per name and
-    # rebuilds it whenever the source changes, so two checkouts of different versions on one
-    # machine (benchmarks/update_throughput.py --against) would otherwise rebuild each other's.
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(flags).encode()).hexdigest()[:8]
-    kind = "_sections" if section_times else ""
     try:
         return load(
-            f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}",
+            build_name(SOURCE, flags, section_times=section_times),
             sources=[str(SOURCE)],
             extra_cflags=flags,
         )
