@@ -76,6 +76,7 @@ from profile_step import (  # noqa: E402
     LEARNING_STARTS,
     alternating_rounds,
     products_through,
+    quartiles,
     random_batches,
     refuse_bad_counts_and_env,
     run_updates,
@@ -376,13 +377,6 @@ def critic_step_alone(
         f"{statistics.median(lever_times):.2f}; default / lever: {statistics.median(ratios):.3f} "
         f"(quartiles {quartiles(ratios)})",
     ]
-
-
-def quartiles(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.3f}-{values[0]:.3f}"
-    low, _, high = statistics.quantiles(values, n=4)
-    return f"{low:.3f}-{high:.3f}"
 
 
 DISPATCH_SOURCE = r"""

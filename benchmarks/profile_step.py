@@ -370,6 +370,15 @@ def run_updates(learner: Any, batches: list[Batch], steps: range) -> None:
         learner.update(batches[step % len(batches)], schedule)
 
 
+def quartiles(values: list[float], *, digits: int = 3) -> str:
+    """The lower and upper quartile of per-round ratios as "low-high" (levers.py,
+    thin_products.py); one value is its own range."""
+    if len(values) < 2:
+        return f"{values[0]:.{digits}f}-{values[0]:.{digits}f}"
+    low, _, high = statistics.quantiles(values, n=4)
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
 def alternating_rounds(
     first: Any,
     second: Any,

@@ -41,7 +41,7 @@ from sacbench.training.envs import env_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 
-from profile_step import refuse_bad_counts_and_env  # noqa: E402
+from profile_step import quartiles, refuse_bad_counts_and_env  # noqa: E402
 
 HIDDEN = 256
 # Memory written between two products: from what L2 holds to far more than the L3's 32 MiB.
@@ -283,13 +283,6 @@ def operands(kind: str, rows: int, inner: int, columns: int) -> list[torch.Tenso
     ]
 
 
-def quartiles(values: list[float]) -> str:
-    if len(values) < 2:
-        return f"{values[0]:.2f}-{values[0]:.2f}"
-    low, _, high = statistics.quantiles(values, n=4)
-    return f"{low:.2f}-{high:.2f}"
-
-
 def build() -> tuple[Any, float]:
     from torch.utils.cpp_extension import load_inline
 
@@ -336,7 +329,7 @@ def compare(extension: Any, options: argparse.Namespace) -> list[list[object]]:
                 f"{statistics.median(aten_us):.1f}",
                 f"{statistics.median(ours_us):.1f}",
                 f"{statistics.median(ratios):.2f}",
-                quartiles(ratios),
+                quartiles(ratios, digits=2),
                 f"{float(difference):.1e}",
             ]
         )
