@@ -16,6 +16,8 @@ the per-round ratio path / reference.
     python benchmarks/update_throughput.py --fused              # add a --fused-update row
     python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
     python benchmarks/update_throughput.py --against /path/to/other/checkout  # A/B of two trees
+    python benchmarks/update_throughput.py --fused --against . \
+        --against-env GLIBC_TUNABLES=glibc.malloc.hugetlb=1       # A/B of a process setting
 
 `--against TREE` compares two implementations of the fast path instead: this checkout's and the
 one in TREE (another git worktree, e.g. of main). Each runs in its own worker process whose
@@ -23,7 +25,11 @@ PYTHONPATH puts its tree first; the parent tells them in turn to time one round,
 computes at a time and both meet the same machine speed. The ratio is again the median of the
 per-round ratios, this checkout / TREE (with `--fused`, of their `--fused-update`). Both start
 from the same networks and see the same batches and random draws, so their parameters must agree
-to float rounding at the end (printed).
+to float rounding at the end (printed). `--against-env NAME=VALUE` (repeatable) starts the TREE
+worker with these environment variables too: with `--against .` it measures a setting that a
+process reads only at its start (glibc's tunables, MKL's and oneDNN's variables) against this
+checkout without it. Each worker also reports how much of its memory the kernel backs with
+transparent huge pages (AnonHugePages), so that a huge-page setting is seen to take effect.
 
 Wall time is what a run experiences; CPU time (the thread's own) is less disturbed by other
 processes on a shared machine, so both are printed.
@@ -87,6 +93,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="compare this checkout's fast path with the one in TREE (a source tree of sacbench)",
     )
     parser.add_argument(
+        "--against-env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable for the --against worker only (repeatable)",
+    )
+    parser.add_argument(
         "--worker", metavar="ENV", help=argparse.SUPPRESS
     )  # internal: see --against
     args = parser.parse_args(argv)
@@ -94,6 +107,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--against {args.against}: no sacbench package there (sacbench/__init__.py)")
     if args.against is not None and args.compile:
         parser.error("--against compares the eager fast paths: drop --compile")
+    if args.against_env and args.against is None:
+        parser.error("--against-env sets the --against worker's environment: give --against too")
+    for setting in args.against_env:
+        name, equals, _ = setting.partition("=")
+        if not (equals and name.isidentifier()):
+            parser.error(f"--against-env {setting!r}: expected NAME=VALUE")
     for name in ("batch_size", "policy_frequency", "rounds", "updates", "threads"):
         if getattr(args, name) <= 0:
             parser.error(f"--{name.replace('_', '-')} must be positive, got {getattr(args, name)}")
@@ -305,14 +324,27 @@ def worker(options: argparse.Namespace) -> int:
             policy_frequency=options.policy_frequency,
         )  # fmt: skip
         next_step += count
-        print(json.dumps({"wall": wall, "cpu": cpu}), flush=True)
+        print(json.dumps({"wall": wall, "cpu": cpu, "huge_kib": huge_page_kib()}), flush=True)
     return 0
+
+
+def huge_page_kib() -> int | None:
+    """This process's anonymous memory backed by transparent huge pages, in KiB (Linux only)."""
+    rollup = Path("/proc/self/smaps_rollup")
+    if not rollup.exists():
+        return None
+    for line in rollup.read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return None
 
 
 class Worker:
     """A worker process running this script with `tree` first on PYTHONPATH."""
 
-    def __init__(self, tree: Path, env_id: str, options: argparse.Namespace) -> None:
+    def __init__(
+        self, tree: Path, env_id: str, options: argparse.Namespace, *, settings: list[str]
+    ) -> None:
         flags = ["--batch-size", options.batch_size, "--policy-frequency", options.policy_frequency,
                  "--threads", options.threads, "--seed", options.seed]  # fmt: skip
         flags += ["--fused"] if options.fused else []
@@ -321,10 +353,15 @@ class Worker:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
-            env={**os.environ, "PYTHONPATH": str(tree.resolve())},
+            env={
+                **os.environ,
+                **dict(setting.split("=", 1) for setting in settings),
+                "PYTHONPATH": str(tree.resolve()),
+            },
         )
         self.ready = self._answer()
-        self.label = tree_label(tree)
+        self.label = " ".join([tree_label(tree), *settings])
+        self.huge_kib: int | None = None
 
     def ask(self, line: str) -> dict:
         assert self.process.stdin is not None
@@ -364,7 +401,10 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
     updates (float rounding compounds over hundreds of updates, so later they drift apart as the
     paths do; tests/test_sac.py checks short runs against the reference path) and how the
     per-round ratios spread."""
-    workers = [Worker(THIS_TREE, env_id, options), Worker(options.against, env_id, options)]
+    workers = [
+        Worker(THIS_TREE, env_id, options, settings=[]),
+        Worker(options.against, env_id, options, settings=options.against_env),
+    ]
     try:
         for side in workers:
             side.ask(str(options.warmup)) if options.warmup else None
@@ -374,6 +414,7 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
         for round_index in range(options.rounds):
             for index in (0, 1) if round_index % 2 == 0 else (1, 0):
                 answer = workers[index].ask(str(options.updates))
+                workers[index].huge_kib = answer.get("huge_kib")  # an older tree's says nothing
                 wall[index].append(options.updates / answer["wall"])
                 cpu[index].append(options.updates / answer["cpu"])
     finally:
@@ -388,11 +429,16 @@ def compare_trees(env_id: str, options: argparse.Namespace) -> tuple[list[list[o
         for index, side in enumerate(workers)
     ]  # fmt: skip
     files = " vs ".join(side.ready["sacbench"] for side in workers)
+    huge = " vs ".join(
+        "unknown" if kib is None else f"{kib / 1024:.0f} MiB"
+        for kib in (side.huge_kib for side in workers)
+    )
     quartiles = statistics.quantiles((a / b for a, b in zip(cpu[0], cpu[1], strict=True)), n=4)
     return rows, (
         f"{env_id}: {files}; parameters after {options.warmup} warmup updates differ by at most "
         f"{difference:.2e}; per-round CPU-time ratios, quartiles: "
         + " / ".join(f"{q:.3f}" for q in quartiles)
+        + f"; memory in transparent huge pages at the last round: {huge}"
     )
 
 
@@ -429,7 +475,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(env_rows)
             notes.append(note)
     load_after = os.getloadavg()
-    versus = "reference" if options.against is None else tree_label(options.against)
+    versus = (
+        "reference"
+        if options.against is None
+        else " ".join([tree_label(options.against), *options.against_env])
+    )
     headers = ["env", "obs/act", "path", "updates/s (wall)", "updates/s (CPU)",
                f"x {versus} (wall)", f"x {versus} (CPU)"]  # fmt: skip
     print(tabulate(rows, headers=headers, tablefmt="github"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -339,6 +340,48 @@ def test_update_throughput_against_another_tree_times_both_in_workers(capsys, fu
     assert float(rows[1].strip("|").split("|")[5]) == 1.0  # the baseline against itself
     assert f"{tree}/sacbench/__init__.py vs {tree}/sacbench/__init__.py" in out
     assert "after 1 warmup updates differ by at most 0.00e+00" in out
+
+
+def transparent_huge_pages_on_request() -> bool:
+    """Whether this kernel backs memory with huge pages only where a process asks (madvise), and
+    glibc can ask for its heap (glibc.malloc.hugetlb, glibc 2.35 and later)."""
+    setting = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") or ""  # "glibc 2.36"
+    version = tuple(int(part) for part in glibc.split()[-1].split(".")[:2]) if glibc else (0, 0)
+    return setting.exists() and "[madvise]" in setting.read_text() and version >= (2, 35)
+
+
+def test_update_throughput_against_env_sets_the_against_workers_environment_only(capsys):
+    # The same tree on both sides, the other with glibc's huge-page tunable: same parameters,
+    # the setting named on its side only, and (where the kernel backs memory with huge pages
+    # only on request) huge pages in that worker alone.
+    tree = str(update_throughput.THIS_TREE)
+    setting = "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"
+    status = update_throughput.main(
+        [*TINY_UPDATE_TIMING, "--against", tree, "--against-env", setting]
+    )
+    assert status == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| Hopper-v4")]
+    assert len(rows) == 2 and setting not in rows[0] and setting in rows[1], out
+    assert "after 1 warmup updates differ by at most 0.00e+00" in out
+    huge = re.search(r"huge pages at the last round: (\d+) MiB vs (\d+) MiB", out)
+    assert huge is not None, out
+    if transparent_huge_pages_on_request():
+        assert int(huge[1]) == 0 and int(huge[2]) > 0, out
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--against-env", "A=1"], "--against-env sets the --against worker's environment"),
+        (["--against", ".", "--against-env", "NO_VALUE"], "--against-env 'NO_VALUE': expected"),
+    ],
+)
+def test_update_throughput_refuses_a_bad_against_env(arguments, message, capsys):
+    with pytest.raises(SystemExit):
+        update_throughput.main(arguments)
+    assert message in capsys.readouterr().err
 
 
 def test_update_throughput_against_a_directory_without_sacbench_is_refused(tmp_path, capsys):
