@@ -380,10 +380,12 @@ def critic_step_alone(
 
 
 DISPATCH_SOURCE = r"""
-#include <torch/extension.h>
+#include <ATen/ATen.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
 #include <chrono>
 // add, mul and an in-place relu, `count` times: the same ATen calls as the Python loop.
-double three_ops_seconds(torch::Tensor left, torch::Tensor right, int64_t count) {
+double three_ops_seconds(at::Tensor left, at::Tensor right, int64_t count) {
   auto started = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < count; ++i) {
     auto sum = at::add(left, right);
@@ -417,6 +419,7 @@ def dispatch_cost(options: argparse.Namespace) -> list[str]:
             functions=["three_ops_seconds"],
             build_directory=build,
             extra_cflags=["-O2"],
+            no_implicit_headers=True,  # ATen and pybind11 only: half the build time
         )
         built_seconds = time.perf_counter() - started
         rows: list[list[object]] = []

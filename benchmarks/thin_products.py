@@ -48,8 +48,10 @@ HIDDEN = 256
 WRITTEN_MEGABYTES = (0, 1, 4, 8, 16, 32, 64)
 
 SOURCE = r"""
+#include <ATen/ATen.h>
 #include <ATen/cpu/vec/vec.h>
-#include <torch/extension.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <chrono>
@@ -292,6 +294,7 @@ def build() -> tuple[Any, float]:
         cpp_sources=SOURCE,
         functions=FUNCTIONS,
         extra_cflags=compiler_flags(),
+        no_implicit_headers=True,  # ATen and pybind11 only (SOURCE): half the build time
     )
     return extension, time.perf_counter() - started
 

@@ -13,8 +13,12 @@
 //   the Adam steps and the target update included, in one call; `act` gives the training loop
 //   its actions in one call too.
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/cpu/vec/vec.h>
-#include <torch/extension.h>
+// pybind11 with ATen's tensor type caster, without the C++ frontend that torch/extension.h
+// also includes (torch/all.h): that alone took half of a one-minute build.
+#include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
 #include <cmath>
