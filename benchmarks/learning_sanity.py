@@ -6,7 +6,8 @@ hyperparameters (learning_starts 5,000) for each seed and update path with the r
 event files and reports the first step at which an episode returned --solved-return (1,000,
 InvertedPendulum-v4's maximum) and the mean return in coarse step bins. CleanRL's SAC reaches
 such episodes well before 25k steps; the fast path, and its --precision bf16 variant
-("fast-bf16") and --fused-update variant ("fast-fused"), must behave alike.
+("fast-bf16"), its --fused-update variant ("fast-fused") and both at once ("fast-fused-bf16"),
+must behave alike.
 
     python benchmarks/learning_sanity.py                                # fast path, seeds 1 and 2
     python benchmarks/learning_sanity.py --paths fast reference --out runs/sanity
@@ -39,6 +40,7 @@ PATH_FLAGS = {
     "reference": ("--update-path", "reference"),
     "fast-bf16": ("--update-path", "fast", "--precision", "bf16"),
     "fast-fused": ("--update-path", "fast", "--fused-update"),
+    "fast-fused-bf16": ("--update-path", "fast", "--fused-update", "--precision", "bf16"),
 }
 
 

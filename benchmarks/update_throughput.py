@@ -14,6 +14,7 @@ the per-round ratio path / reference.
     python benchmarks/update_throughput.py --compile            # add a torch.compile column
     python benchmarks/update_throughput.py --bf16               # add --precision bf16 rows
     python benchmarks/update_throughput.py --fused              # add a --fused-update row
+    python benchmarks/update_throughput.py --fused --bf16       # ... and each in bf16 too
     python benchmarks/update_throughput.py --envs Hopper-v4 --rounds 9
     python benchmarks/update_throughput.py --against /path/to/other/checkout  # A/B of two trees
     python benchmarks/update_throughput.py --fused --against . \
@@ -77,7 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--bf16",
         action="store_true",
-        help="also time both fast formulations with --precision bf16 (docs/performance.md)",
+        help="also time both fast formulations (with --fused, all three) with --precision bf16 "
+        "(docs/performance.md)",
     )
     parser.add_argument(
         "--fused",
@@ -172,7 +174,9 @@ def make_learners(
     if bf16_too:
         bf16 = copy.copy(reference)  # the same networks, read with --precision bf16's args
         bf16.args = dataclasses.replace(args, precision="bf16")
-        for name, gradients in (("fast-bf16", "handwritten"), ("fast-autograd-bf16", "autograd")):
+        named = [("fast-bf16", "handwritten"), ("fast-autograd-bf16", "autograd")]
+        named += [("fast-fused-bf16", "fused")] if fused_too else []
+        for name, gradients in named:
             learners[name] = FastLearner.from_reference(bf16, device=cpu, gradients=gradients)
     if compile_too:
         compiled = FastLearner(

@@ -59,10 +59,14 @@ def test_update_throughput_bf16_adds_both_formulations_in_bfloat16(capsys):
     assert all(float(cells[5]) > 0 for cells in rows.values())
 
 
-def test_update_throughput_fused_adds_the_cpp_update(capsys):
+def test_update_throughput_fused_adds_the_cpp_update_in_each_precision(capsys):
     assert update_throughput.main([*TINY_UPDATE_TIMING, "--fused"]) == 0
     rows = hopper_rows(capsys.readouterr().out)
     assert set(rows) == {"reference", "fast-autograd", "fast", "fast-fused"}
+    assert update_throughput.main([*TINY_UPDATE_TIMING, "--fused", "--bf16"]) == 0
+    rows = hopper_rows(capsys.readouterr().out)
+    assert set(rows) == {"reference", "fast-autograd", "fast", "fast-fused", "fast-bf16",
+                         "fast-autograd-bf16", "fast-fused-bf16"}  # fmt: skip
     assert all(float(cells[5]) > 0 for cells in rows.values())
 
 
@@ -319,6 +323,8 @@ def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_task
         args = tyro.cli(Args, args=list(flags))
         assert not validate_args(args), path
     assert tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast-fused"])).fused_update
+    both = tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast-fused-bf16"]))
+    assert both.fused_update and both.precision == "bf16"
     options = learning_sanity.parse_args(["--env", "Hopper-v4", "--paths", "fast", "fast-bf16"])
     assert options.paths == ["fast", "fast-bf16"] and options.solved_return == 1000.0
     with pytest.raises(SystemExit):

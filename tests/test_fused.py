@@ -23,6 +23,8 @@ from sacbench.sac.args import Args, validate_args
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import SOURCE, FusedFormulation, build_name
 from sacbench.sac.handwritten import HandwrittenFormulation
+from sacbench.sac.mixed_precision import native_bf16_products
+from sacbench.sac.products import MIN_ROUNDED_SIDE
 from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer
 
 CPU = torch.device("cpu")
@@ -131,17 +133,23 @@ def test_a_diverged_target_critic_shows_as_nan_as_on_the_handwritten_path(fused)
     assert torch.isnan(metrics[1][2:]).all()  # both losses and their mean
 
 
-def fused_learner(*, autotune: bool, one_call: bool, fused: FusedFormulation) -> FastLearner:
-    learner = learner_with_shapes(11, 3, batch_size=32)
-    learner.args = dataclasses.replace(learner.args, autotune=autotune, fused_update=True)
+def fused_learner(
+    *, autotune: bool, one_call: bool, fused: FusedFormulation, bf16_products: bool = False
+) -> FastLearner:
+    learner = learner_with_shapes(11, 3, batch_size=BF16_BATCH if bf16_products else 32)
+    precision = "bf16" if bf16_products else "fp32"
+    learner.args = dataclasses.replace(
+        learner.args, autotune=autotune, fused_update=True, precision=precision
+    )
     if not autotune:
         learner.alpha = learner.args.alpha
-    learner.formulation = FusedFormulation(fused.extension, one_call=one_call)
+    learner.formulation = FusedFormulation(fused.extension, one_call, bf16_products)
     return learner
 
 
 def fused_updates(learner: FastLearner, steps: range, *, policy_frequency: int) -> list[dict]:
-    batches = [shaped_batch(11, 3, 32), shaped_batch(11, 3, 32)]
+    rows = learner.args.batch_size
+    batches = [shaped_batch(11, 3, rows), shaped_batch(11, 3, rows)]
     metrics = []
     for step in steps:
         schedule = update_schedule(step, learning_starts=100, policy_frequency=policy_frequency,
@@ -213,6 +221,106 @@ def test_a_loaded_state_is_what_the_one_call_update_steps(fused):
         torch.testing.assert_close(mine, other, rtol=0, atol=0)
 
 
+# ---- --fused-update --precision bf16 -------------------------------------------------------------
+# A batch long enough (sacbench.sac.products.MIN_ROUNDED_SIDE) for the products over the batch to
+# round too. bfloat16 rounding moves each rounded value by up to 2^-9 of itself, and these steps'
+# long-product results by 1e-3 to 6e-2 of their norm (measured); the fused and the eager path
+# round the same operands, apart from the rare value that float32 summation order puts on the
+# other side of a bfloat16 rounding boundary (their difference measured at most 7e-5 of a norm).
+BF16_BATCH = 96
+SAME_ROUNDING = 5e-4  # of a tensor's norm
+ROUNDING_SHOWS = 1e-2  # of a norm: the control, what rounding the long products changes
+
+
+def relative_difference(ours: torch.Tensor, theirs: torch.Tensor) -> float:
+    assert ours.shape == theirs.shape
+    norm = theirs.norm().item()
+    assert norm > 0, "all zero, so the comparison would prove nothing"
+    return (ours - theirs).norm().item() / norm
+
+
+def differences(ours: list[torch.Tensor], theirs: list[torch.Tensor]) -> list[float]:
+    return [relative_difference(*pair) for pair in zip(ours, theirs, strict=True)]
+
+
+def step_outputs(formulation, learner: FastLearner, batch: Batch) -> dict[str, torch.Tensor]:
+    """A critic step, the actor pass and an actor step, from the same draws."""
+    torch.manual_seed(9)
+    nets = learner.networks
+    critic_gradients, metrics = formulation.critic_gradients(nets, batch, alpha=0.2, gamma=0.99)
+    actor_pass = formulation.begin_actor_updates(nets, batch.observations, count=2)
+    actor_gradients, actor_loss = formulation.actor_gradients(
+        nets, batch.observations, actor_pass, alpha=0.2
+    )
+    policy = actor_pass.policy
+    return {
+        **{f"critic gradient {index}": tensor for index, tensor in enumerate(critic_gradients)},
+        "critic metrics": metrics,
+        **{name: getattr(policy, name) for name in ("hidden1", "hidden2", "mean")},
+        "observation part": actor_pass.observation_part,
+        **{f"actor gradient {index}": tensor for index, tensor in enumerate(actor_gradients)},
+        "actor loss": actor_loss,
+    }
+
+
+@pytest.mark.parametrize(("obs_dim", "action_dim"), [(11, 3), (376, 17)])
+def test_with_bf16_products_each_fused_step_rounds_where_the_handwritten_step_does(
+    fused, obs_dim, action_dim
+):
+    learner = learner_with_shapes(obs_dim, action_dim, batch_size=BF16_BATCH)
+    batch = shaped_batch(obs_dim, action_dim, BF16_BATCH)
+    fused_bf16 = FusedFormulation(fused.extension, bf16_products=True)
+    eager_bf16 = HandwrittenFormulation(torch.bfloat16)
+    ours, theirs, float32 = (
+        step_outputs(formulation, learner, batch) for formulation in (fused_bf16, eager_bf16, fused)
+    )
+    assert ours.keys() == theirs.keys() == float32.keys()
+    for name, tensor in ours.items():
+        assert relative_difference(tensor, theirs[name]) <= SAME_ROUNDING, name
+    assert max(relative_difference(ours[name], float32[name]) for name in ours) >= ROUNDING_SHOWS
+    # The critics' observation part is a product with a side of obs_dim: it rounds for 376
+    # columns, and for 11 it stays float32, bit for bit.
+    part, part_in_float32 = ours["observation part"], float32["observation part"]
+    if obs_dim < MIN_ROUNDED_SIDE:
+        assert torch.equal(part, part_in_float32)
+    else:
+        assert relative_difference(part, part_in_float32) > 1e-4
+
+
+def test_with_bf16_products_one_call_updates_as_the_loop_and_as_the_eager_path(fused):
+    """Seven training steps with bf16 products: the one-call update bit for bit as the fused
+    loop, and within SAME_ROUNDING of the eager hand-written path with bf16 products."""
+    states = {}
+    for name, one_call in (("one call", True), ("loop", False)):
+        learner = fused_learner(autotune=True, one_call=one_call, fused=fused, bf16_products=True)
+        torch.manual_seed(6)
+        fused_updates(learner, range(101, 108), policy_frequency=2)
+        states[name] = learner_state_tensors(learner)
+    for name, formulation in (("eager", HandwrittenFormulation(torch.bfloat16)), ("fp32", fused)):
+        learner = fused_learner(autotune=True, one_call=False, fused=fused, bf16_products=True)
+        learner.formulation = formulation
+        torch.manual_seed(6)
+        fused_updates(learner, range(101, 108), policy_frequency=2)
+        states[name] = learner_state_tensors(learner)
+    for mine, other in zip(states["one call"], states["loop"], strict=True):
+        torch.testing.assert_close(mine, other, rtol=0, atol=0)
+    assert max(differences(states["one call"], states["eager"])) <= SAME_ROUNDING
+    assert max(differences(states["one call"], states["fp32"])) >= ROUNDING_SHOWS
+
+
+def test_the_trainers_args_choose_bf16_products_for_the_fused_update(fused):
+    for precision, rounded in (("bf16", True), ("fp32", False)):
+        learner = FastLearner(
+            obs_dim=11,
+            action_low=-np.ones(3, dtype=np.float32),
+            action_high=np.ones(3, dtype=np.float32),
+            args=Args(fused_update=True, precision=precision),
+            device=CPU,
+        )
+        assert isinstance(learner.formulation, FusedFormulation)
+        assert learner.formulation.bf16_products is rounded
+
+
 @pytest.mark.parametrize(("obs_dim", "action_dim", "rows"), [(11, 3, 1), (376, 17, 1), (11, 3, 5)])
 def test_fused_acting_draws_and_acts_as_the_eager_policy(fused, obs_dim, action_dim, rows):
     """FastLearner.act with --fused-update (fused_update.cpp's `act`) against the eager policy's
@@ -273,10 +381,10 @@ def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
     ]
     strided = torch.randn(11, 8).t()
     with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
-        fused.extension.policy_forward(actor_tensors, strided, -5.0, 3.5)
+        fused.extension.policy_forward(actor_tensors, strided, -5.0, 3.5, False)
     with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
         fused.extension.policy_forward(actor_tensors, torch.randn(8, 11, dtype=torch.float64),
-                                       -5.0, 3.5)  # fmt: skip
+                                       -5.0, 3.5, False)  # fmt: skip
 
 
 def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
@@ -299,13 +407,12 @@ def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
 
 
 def test_fused_update_refuses_what_it_does_not_compute():
-    problems = validate_args(
-        Args(fused_update=True, update_path="reference", precision="bf16", compile=True)
-    )
+    problems = validate_args(Args(fused_update=True, update_path="reference", compile=True))
     message = "\n".join(problems)
-    assert "--fused-update computes the fast path's hand-written float32 update" in message
-    assert "--update-path reference, --precision bf16, --compile" in message
+    assert "--fused-update computes the fast path's hand-written update" in message
+    assert "--update-path reference, --compile" in message
     assert not validate_args(Args(fused_update=True))
+    assert not validate_args(Args(fused_update=True, precision="bf16"))
 
 
 def test_fused_update_trains_a_real_run_and_is_a_session_setting(tmp_path, fused):
@@ -323,6 +430,24 @@ def test_fused_update_trains_a_real_run_and_is_a_session_setting(tmp_path, fused
     again = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0")
     assert "holds a run that finished all 1200 steps" in again.stdout, again.stdout
     assert len(json.loads((run_dir / "metadata.json").read_text())["sessions"]) == 1
+
+
+def test_fused_update_with_bf16_products_trains_a_real_run(tmp_path, fused):
+    """--fused-update --precision bf16 through the trainer: 150 updates whose products over the
+    batch of 64 round (MIN_ROUNDED_SIDE), recorded as a bf16 run; the trainer warns where the CPU
+    has no bfloat16 units, as it does for the eager bf16 path."""
+    run_dir = tmp_path / "run"
+    trained = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1150", "--fused-update",
+                          "--precision", "bf16", "--eval-episodes", "0")  # fmt: skip
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    assert (metadata["args"]["precision"], metadata["args"]["batch_size"]) == ("bf16", 64)
+    assert [
+        (s["session_args"]["fused_update"], s["exit_status"]) for s in metadata["sessions"]
+    ] == [(True, "completed")]
+    losses = dict(read_scalars(run_dir)["losses/qf_loss"])
+    assert list(losses) == [1100] and np.isfinite(losses[1100]), losses
+    warned = "no bfloat16 matrix units" in trained.stderr
+    assert warned == (not native_bf16_products(CPU)), trained.stderr
 
 
 def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing(tmp_path):

@@ -76,8 +76,8 @@ class Args:
     """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
     fused_update: bool = False
     """compute the fast path's hand-written update in C++ with its elementwise work fused (CPU
-    only; compiled for this CPU on first use, which needs a C++ compiler and ninja); float32,
-    the same mathematics up to summation order"""
+    only; compiled for this CPU on first use, which needs a C++ compiler and ninja); the same
+    mathematics up to summation order, its products in bfloat16 with --precision bf16"""
     overwrite: bool = False
     """move a run dir holding different run-defining args aside (never deleted) and train afresh;
     a finished run with the same args is never trained again"""
@@ -203,14 +203,13 @@ def validate_args(args: Args) -> list[str]:
     if args.fused_update:
         settings = (
             ("--update-path reference", args.update_path == "reference"),
-            ("--precision bf16", args.precision == "bf16"),
             ("--compile", args.compile),
             ("--cudagraphs", args.cudagraphs),
         )
         clashes = [flag for flag, on in settings if on]
         if clashes:
             problems.append(
-                f"--fused-update computes the fast path's hand-written float32 update: not with "
+                f"--fused-update computes the fast path's hand-written update: not with "
                 f"{', '.join(clashes)}"
             )
     if args.capture_video and args.eval_episodes == 0:

@@ -64,12 +64,12 @@ def formulation_for(gradients: Gradients, *, args: Args, device: torch.device) -
         # on a CPU.
         return HandwrittenFormulation(torch.bfloat16 if bf16 else None)
     if gradients == "fused":
-        if device.type != "cpu" or bf16:
+        if device.type != "cpu":
             raise ValueError(
-                f"the fused update (--fused-update) computes float32 on the CPU, not "
-                f"--precision {args.precision} on {device.type}"
+                f"the fused update (--fused-update) runs on the CPU, not {device.type}"
             )
-        return FusedFormulation.build()
+        # The long products in bfloat16 with --precision bf16, as the handwritten formulation's.
+        return FusedFormulation.build(bf16_products=bf16)
     autograd = AutogradFormulation(compile=args.compile, cudagraphs=args.cudagraphs, device=device)
     return MixedPrecision(autograd, device=device) if bf16 else autograd
 
@@ -250,6 +250,7 @@ class FastLearner:
             LOG_STD_MIN,
             LOG_STD_HALF_RANGE,
             HALF_LOG_2PI,
+            self.formulation.bf16_products,
         )
         self.last["critic_metrics"] = metrics
         for name, value in (("actor_loss", actor_loss), ("alpha_loss", alpha_loss)):

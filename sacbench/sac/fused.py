@@ -9,7 +9,9 @@ into one pass (its exp, tanh and log vectorized as torch's own kernels are). Eac
 is one call of its `update`, which also runs the Adam steps (torch's fused Adam kernel, on the
 optimizers' own state tensors) and the target update, with the same random draws in the same
 order as FastLearner's loop over this module's FusedFormulation. Only summation orders differ
-from the hand-written path (float32 rounding; tests/test_fused.py).
+from the hand-written path (float32 rounding; tests/test_fused.py). With `bf16_products`
+(--precision bf16) its long products round their operands to bfloat16 where
+HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and nothing else.
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler and ninja; about 40 seconds), and kept under $TORCH_EXTENSIONS_DIR (by default
@@ -147,14 +149,22 @@ class FusedFormulation:
     fused_update.cpp's `update`, which also steps the optimizers and the targets: the same
     operations, draws and Adam kernel as its own loop over the methods below, without the
     Python between them. `one_call=False` keeps that loop (benchmarks/levers.py times the two).
+    With `bf16_products`, the products that HandwrittenFormulation(torch.bfloat16) rounds
+    (--precision bf16) run in bfloat16 here too.
     """
 
     extension: Any
     one_call: bool = True
+    bf16_products: bool = False
 
     @classmethod
-    def build(cls, *, one_call: bool = True) -> FusedFormulation:
-        return cls(fused_update_extension(), one_call)
+    def build(cls, *, one_call: bool = True, bf16_products: bool = False) -> FusedFormulation:
+        return cls(fused_update_extension(), one_call, bf16_products)
+
+    @property
+    def product_dtype(self) -> torch.dtype | None:
+        """The products' precision as sacbench.sac.products names it."""
+        return torch.bfloat16 if self.bf16_products else None
 
     @torch.no_grad()
     def critic_gradients(
@@ -177,13 +187,14 @@ class FusedFormulation:
             LOG_STD_MIN,
             LOG_STD_HALF_RANGE,
             HALF_LOG_2PI,
+            self.bf16_products,
         )
         return tuple(gradients), metrics
 
     def policy(self, actor: Actor, observations: torch.Tensor) -> PolicyForward:
         observations = observations.contiguous()  # the C++ reads dense rows
         outputs = self.extension.policy_forward(
-            actor_tensors(actor), observations, LOG_STD_MIN, LOG_STD_HALF_RANGE
+            actor_tensors(actor), observations, LOG_STD_MIN, LOG_STD_HALF_RANGE, self.bf16_products
         )
         return PolicyForward(observations, *outputs)
 
@@ -192,7 +203,9 @@ class FusedFormulation:
         """The policy's actions for `observations` (`actor`: actor_tensors(actor)), the same draw
         and values as sacbench.sac.policy.sample_action_fast, without its log-probability's
         tensors."""
-        return self.extension.act(actor, observations.contiguous(), LOG_STD_MIN, LOG_STD_HALF_RANGE)
+        return self.extension.act(
+            actor, observations.contiguous(), LOG_STD_MIN, LOG_STD_HALF_RANGE, self.bf16_products
+        )
 
     @torch.no_grad()
     def begin_actor_updates(
@@ -200,7 +213,8 @@ class FusedFormulation:
     ) -> ActorPass:
         observations = observations.contiguous()  # for both the C++ and observation_part
         return ActorPass(
-            self.policy(nets.actor, observations), nets.critic.observation_part(observations)
+            self.policy(nets.actor, observations),
+            nets.critic.observation_part(observations, product_dtype=self.product_dtype),
         )
 
     @torch.no_grad()
@@ -224,6 +238,7 @@ class FusedFormulation:
             float(alpha),
             LOG_STD_HALF_RANGE,
             HALF_LOG_2PI,
+            self.bf16_products,
         )
         return tuple(gradients), actor_loss
 

@@ -13,6 +13,8 @@
 //   the Adam steps and the target update included, in one call; `act` gives the training loop
 //   its actions in one call too.
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
+// With `bf16_products` (--precision bf16) the long products round their operands to bfloat16 as
+// sacbench/sac/products.py does (`product` below); everything else stays float32.
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/cpu/vec/vec.h>
@@ -90,6 +92,35 @@ void in_vectors(int64_t n, Body&& body) {
 }
 
 float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
+
+// sacbench.sac.products.MIN_ROUNDED_SIDE: with bf16_products, a product whose every side is at
+// least this long multiplies bfloat16 operands; a thinner one stays float32 (rounding its
+// operands would cost about what the product saves).
+constexpr int64_t kMinRoundedSide = 64;
+
+bool rounds(const Tensor& left, const Tensor& right, bool bf16_products) {
+  return bf16_products &&
+         std::min({left.size(-2), left.size(-1), right.size(-1)}) >= kMinRoundedSide;
+}
+
+// left @ right (matrices, or batches of them), as sacbench.sac.products.product computes it: the
+// float32 product, or with bf16_products and long sides the bfloat16 product of the rounded
+// operands (its result bfloat16, as torch returns it) widened to float32.
+Tensor product(const Tensor& left, const Tensor& right, bool bf16_products) {
+  if (rounds(left, right, bf16_products)) {
+    return at::matmul(left.to(at::kBFloat16), right.to(at::kBFloat16)).to(at::kFloat);
+  }
+  return left.dim() == 2 ? at::mm(left, right) : at::bmm(left, right);
+}
+
+// product() written into `out` (a dense float32 matrix, or a view of one).
+void product_out(Tensor& out, const Tensor& left, const Tensor& right, bool bf16_products) {
+  if (rounds(left, right, bf16_products)) {
+    out.copy_(at::mm(left.to(at::kBFloat16), right.to(at::kBFloat16)));
+  } else {
+    at::mm_out(out, left, right);
+  }
+}
 
 // The loops below read raw float pointers: every input must be a dense float32 CPU tensor.
 void check_dense(const Tensor& tensor, const char* name) {
@@ -200,14 +231,14 @@ Critic critic_of(const std::vector<Tensor>& tensors) {
 
 // One member's two hidden layers and output on `inputs` [B, in]; hidden1, hidden2 [B, 256].
 void member_forward(const Critic& critic, int64_t member, const Tensor& inputs, Tensor& hidden1,
-                    Tensor& hidden2, float* q) {
+                    Tensor& hidden2, float* q, bool bf16_products) {
   const int64_t rows = inputs.size(0), width = critic.w2.size(2);
   timed("product: critic layer 1 (k = obs + act)",
-        [&] { at::mm_out(hidden1, inputs, critic.w1[member]); });
+        [&] { product_out(hidden1, inputs, critic.w1[member], bf16_products); });
   timed("pass: bias + ReLU",
         [&] { add_bias_relu(data(hidden1), data(critic.b1[member]), rows, width); });
   timed("product: critic layer 2 (256^3)",
-        [&] { at::mm_out(hidden2, hidden1, critic.w2[member]); });
+        [&] { product_out(hidden2, hidden1, critic.w2[member], bf16_products); });
   const Section section("pass: bias + ReLU + output layer");
   add_bias_relu_output(data(hidden2), data(critic.b2[member]), data(critic.w3[member]),
                        critic.b3[member].item<float>(), q, rows, width);
@@ -230,18 +261,19 @@ struct PolicyForward {
 };
 
 PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
-                                double log_std_min, double log_std_half_range) {
+                                double log_std_min, double log_std_half_range,
+                                bool bf16_products) {
   const int64_t rows = observations.size(0);
   const auto options = observations.options();
   PolicyForward out;
   out.hidden1 = at::empty({rows, actor.w1.size(0)}, options);
   timed("product: actor layer 1 (k = obs)",
-        [&] { at::mm_out(out.hidden1, observations, actor.w1.t()); });
+        [&] { product_out(out.hidden1, observations, actor.w1.t(), bf16_products); });
   timed("pass: bias + ReLU",
         [&] { add_bias_relu(data(out.hidden1), data(actor.b1), rows, out.hidden1.size(1)); });
   out.hidden2 = at::empty({rows, actor.w2.size(0)}, options);
   timed("product: actor layer 2 (256^3)",
-        [&] { at::mm_out(out.hidden2, out.hidden1, actor.w2.t()); });
+        [&] { product_out(out.hidden2, out.hidden1, actor.w2.t(), bf16_products); });
   timed("pass: bias + ReLU",
         [&] { add_bias_relu(data(out.hidden2), data(actor.b2), rows, out.hidden2.size(1)); });
   timed("product: actor heads (n = act, 2 products)", [&] {
@@ -310,11 +342,11 @@ void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tens
 // The actor's forward pass: hidden1, hidden2, mean, log_std_tanh, log_std.
 std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
                                    const Tensor& observations, double log_std_min,
-                                   double log_std_half_range) {
+                                   double log_std_half_range, bool bf16_products) {
   const at::NoGradGuard no_grad;
   check_dense(observations, "observations");
   const PolicyForward out = policy_forward_of(actor_of(actor_tensors), observations, log_std_min,
-                                              log_std_half_range);
+                                              log_std_half_range, bf16_products);
   return {out.hidden1, out.hidden2, out.mean, out.log_std_tanh, out.log_std};
 }
 
@@ -322,12 +354,12 @@ std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
 // forward pass, then one squashed sample drawn as sacbench.sac.policy.squashed_sample draws it
 // (a standard-normal [B, A] tensor from torch's default generator, after the forward pass).
 Tensor act(const std::vector<Tensor>& actor_tensors, const Tensor& observations,
-           double log_std_min, double log_std_half_range) {
+           double log_std_min, double log_std_half_range, bool bf16_products) {
   const at::NoGradGuard no_grad;
   check_dense(observations, "observations");
   const Actor actor = actor_of(actor_tensors);
   const PolicyForward policy =
-      policy_forward_of(actor, observations, log_std_min, log_std_half_range);
+      policy_forward_of(actor, observations, log_std_min, log_std_half_range, bf16_products);
   const Tensor noise = at::randn(policy.mean.sizes(), policy.mean.options());
   Tensor action = at::empty_like(noise);
   std::vector<float> log_pi(noise.size(0));  // computed with the action, not returned
@@ -357,7 +389,7 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
                                 const Tensor& rewards, const Tensor& terminations,
                                 const Tensor& noise, double alpha_value, double gamma_value,
                                 double log_std_min, double log_std_half_range,
-                                double half_log_2pi) {
+                                double half_log_2pi, bool bf16_products) {
   const Critic critic = critic_of(online), target_critic = critic_of(target);
   check_dense({observations, actions, next_observations, rewards, terminations, noise},
               "every batch tensor and the noise");
@@ -373,7 +405,8 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   // The target policy on the next observations, and its squashed sample.
   const Actor policy = actor_of(actor);
   const PolicyForward next_policy =
-      policy_forward_of(policy, next_observations, log_std_min, log_std_half_range);
+      policy_forward_of(policy, next_observations, log_std_min, log_std_half_range,
+                        bf16_products);
   const int64_t obs_dim = next_observations.size(1);
   Tensor next_inputs = at::empty({rows, obs_dim + action_dim}, options);
   next_inputs.narrow(1, 0, obs_dim).copy_(next_observations);
@@ -387,7 +420,7 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   Tensor next_q = at::empty({members, rows}, options);
   for (int64_t member = 0; member < members; ++member) {
     member_forward(target_critic, member, next_inputs, scratch1, scratch2,
-                   data(next_q) + member * rows);
+                   data(next_q) + member * rows, bf16_products);
   }
   Tensor targets = at::empty({rows}, options);
   {
@@ -416,7 +449,7 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
   float* metric = data(metrics);
   float total_loss = 0.f;
   for (int64_t member = 0; member < members; ++member) {
-    member_forward(critic, member, inputs, scratch1, scratch2, data(q));
+    member_forward(critic, member, inputs, scratch1, scratch2, data(q), bf16_products);
     float q_sum = 0.f, squared_sum = 0.f, d_q_sum = 0.f;
     const float *values = data(q), *y = data(targets);
     float* d_values = data(d_q);
@@ -436,15 +469,15 @@ std::vector<Tensor> critic_step(const std::vector<Tensor>& actor, const std::vec
                       data(d_b2[member]), data(d_w3[member]), rows, width);
     });
     timed("product: critic layer 2 input gradient (256^3)",
-          [&] { at::mm_out(d_hidden1, d_hidden2, critic.w2[member].t()); });
+          [&] { product_out(d_hidden1, d_hidden2, critic.w2[member].t(), bf16_products); });
     timed("pass: ReLU mask + bias gradient", [&] {
       relu_backward_bias(data(scratch1), data(d_hidden1), data(d_b1[member]), rows, width);
     });
     Tensor d_w2_member = d_w2[member], d_w1_member = d_w1[member];
     timed("product: critic layer 2 weight gradient (256^3)",
-          [&] { at::mm_out(d_w2_member, scratch1.t(), d_hidden2); });
+          [&] { product_out(d_w2_member, scratch1.t(), d_hidden2, bf16_products); });
     timed("product: critic layer 1 weight gradient (m = obs + act)",
-          [&] { at::mm_out(d_w1_member, inputs.t(), d_hidden1); });
+          [&] { product_out(d_w1_member, inputs.t(), d_hidden1, bf16_products); });
   }
   metric[2 * members] = total_loss / 2.f;
   return {d_w1, d_w2, d_w3, d_b1, d_b2, d_b3, metrics};
@@ -460,7 +493,7 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
                                const std::vector<Tensor>& policy_tensors,
                                const Tensor& observation_part, const Tensor& noise,
                                double alpha_value, double log_std_half_range,
-                               double half_log_2pi) {
+                               double half_log_2pi, bool bf16_products) {
   const at::NoGradGuard no_grad;
   const Actor actor = actor_of(actor_tensors);
   const Critic critic = critic_of(critic_tensors);
@@ -496,7 +529,7 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     });
     timed("pass: bias + ReLU", [&] { add_bias_relu(data(first), nullptr, rows, width); });
     timed("product: critic layer 2 (256^3)",
-          [&] { at::mm_out(second, first, critic.w2[member]); });
+          [&] { product_out(second, first, critic.w2[member], bf16_products); });
     const Section section("pass: bias + ReLU + output layer");
     add_bias_relu_output(data(second), data(critic.b2[member]), data(critic.w3[member]),
                          critic.b3[member].item<float>(), data(q) + member * rows, rows, width);
@@ -531,7 +564,8 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
       for (int64_t c = 0; c < width; ++c) d[c] = h[c] > 0.f ? w_out[c] * row_scale : 0.f;
     }
     Tensor d_hidden1 = timed("product: critic layer 2 input gradient, smaller critic's rows",
-                             [&] { return at::mm(d_hidden2, critic.w2[member].t()); });
+                             [&] { return product(d_hidden2, critic.w2[member].t(),
+                                                  bf16_products); });
     float* d_hidden1_rows = data(d_hidden1);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h1 + picked[i] * width;
@@ -584,14 +618,14 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     relu_backward_bias(data(policy.hidden2), data(d_hidden2), data(d_b2), rows, hidden);
   });
   Tensor d_hidden1 = timed("product: actor layer 2 input gradient (256^3)",
-                           [&] { return at::mm(d_hidden2, actor.w2); });
+                           [&] { return product(d_hidden2, actor.w2, bf16_products); });
   timed("pass: ReLU mask + bias gradient", [&] {
     relu_backward_bias(data(policy.hidden1), data(d_hidden1), data(d_b1), rows, hidden);
   });
   const Tensor d_w1 = timed("product: actor layer 1 weight gradient (n = obs)",
-                            [&] { return at::mm(d_hidden1.t(), observations); });
+                            [&] { return product(d_hidden1.t(), observations, bf16_products); });
   const Tensor d_w2 = timed("product: actor layer 2 weight gradient (256^3)",
-                            [&] { return at::mm(d_hidden2.t(), policy.hidden1); });
+                            [&] { return product(d_hidden2.t(), policy.hidden1, bf16_products); });
   return timed("product: actor heads weight gradients (m = act, 2 products)", [&] {
     return std::vector<Tensor>{d_w1, d_b1, d_w2, d_b2, at::mm(d_mean.t(), policy.hidden2),
                                d_mean.sum(0), at::mm(d_head.t(), policy.hidden2),
@@ -652,7 +686,7 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
                            const Tensor& rewards, const Tensor& terminations, double alpha_value,
                            bool autotune, double target_entropy, double gamma, double tau,
                            int64_t actor_updates, bool target_update, double log_std_min,
-                           double log_std_half_range, double half_log_2pi) {
+                           double log_std_half_range, double half_log_2pi, bool bf16_products) {
   const at::NoGradGuard no_grad;
   const Adam critic_adam = adam_of(critic_optimizer, critic_hyper);
   const Adam actor_adam = adam_of(actor_optimizer, actor_hyper);
@@ -672,7 +706,7 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
   std::vector<Tensor> critic_out =
       critic_step(actor, critic, target, observations, actions, next_observations, rewards,
                   terminations, noise, alpha_value, gamma, log_std_min, log_std_half_range,
-                  half_log_2pi);
+                  half_log_2pi, bf16_products);
   const Tensor metrics = critic_out.back();
   critic_out.pop_back();
   adam_step(critic_adam, critic_out);
@@ -684,17 +718,22 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
     const int64_t members = online.w1.size(0), obs_dim = observations.size(1);
     const Tensor observation_part =
         timed("product: critic layer 1, observation part (k = obs)", [&] {
-          return at::baddbmm(online.b1, observations.expand({members, rows, obs_dim}),
-                             online.w1.narrow(1, 0, obs_dim));
+          const Tensor expanded = observations.expand({members, rows, obs_dim});
+          const Tensor weights = online.w1.narrow(1, 0, obs_dim);
+          // As sacbench.sac.products.affine: a rounded product, then the float32 bias.
+          if (rounds(expanded, weights, bf16_products)) {
+            return product(expanded, weights, bf16_products).add_(online.b1);
+          }
+          return at::baddbmm(online.b1, expanded, weights);
         });
     std::vector<Tensor> policy = policy_forward(actor, observations, log_std_min,
-                                                log_std_half_range);
+                                                log_std_half_range, bf16_products);
     const Tensor& log_alpha = alpha_adam.parameters[0];
     for (int64_t step = 0; step < actor_updates; ++step) {
       noise = draw();
       std::vector<Tensor> actor_out =
           actor_step(actor, critic, observations, policy, observation_part, noise, alpha_value,
-                     log_std_half_range, half_log_2pi);
+                     log_std_half_range, half_log_2pi, bf16_products);
       actor_loss = actor_out.back();
       actor_out.pop_back();
       adam_step(actor_adam, actor_out);
@@ -702,7 +741,8 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
       if (!(autotune || another_follows)) break;
       // The updated actor on the same observations: the alpha loss's forward pass, and the next
       // actor update's (the actor does not change in between).
-      policy = policy_forward(actor, observations, log_std_min, log_std_half_range);
+      policy = policy_forward(actor, observations, log_std_min, log_std_half_range,
+                              bf16_products);
       if (autotune) {
         noise = draw();
         const Tensor log_pi = sample_log_prob(actor, policy[2], policy[4], noise, half_log_2pi);
