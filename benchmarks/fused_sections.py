@@ -15,6 +15,11 @@ batch 256, one thread) on random batches in alternating rounds; the script print
 
     python benchmarks/fused_sections.py                      # HalfCheetah-v4 shapes
     python benchmarks/fused_sections.py --env Humanoid-v4
+    python benchmarks/fused_sections.py --precision bf16     # the long products in bfloat16
+
+With `--precision bf16` (where the CPU has bfloat16 units) the long products' sections include
+rounding their operands and widening their results, and the lone product they are set against
+is a bfloat16 one on operands already rounded.
 """
 
 from __future__ import annotations
@@ -55,22 +60,31 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=9, help="alternating timed rounds")
     parser.add_argument("--updates", type=int, default=40, help="updates per learner per round")
     parser.add_argument("--warmup", type=int, default=20, help="untimed updates per learner")
+    parser.add_argument(
+        "--precision", choices=["fp32", "bf16"], default="fp32", help="the trainer's --precision"
+    )
     options = parser.parse_args(argv)
     refuse_bad_counts_and_env(parser, options, ("batch_size", "rounds", "updates", "warmup"))
     return options
 
 
 def fused_learner(
-    extension: object, *, obs_dim: int, action_dim: int, batch_size: int
+    extension: object, *, obs_dim: int, action_dim: int, batch_size: int, bf16_products: bool
 ) -> FastLearner:
     learner = seeded_fast_learner(obs_dim=obs_dim, action_dim=action_dim, batch_size=batch_size)
-    learner.formulation = FusedFormulation(extension)  # the one-call update, on this build
+    # The one-call update, on this build.
+    learner.formulation = FusedFormulation(extension, bf16_products=bf16_products)
     return learner
 
 
-def lone_cube_matmul_us(repeats: int = 200) -> float:
-    """A 256x256x256 float32 matmul on warm operands: best of 5 loops of `repeats`."""
-    left, right, out = torch.randn(256, 256), torch.randn(256, 256), torch.empty(256, 256)
+def lone_cube_matmul_us(dtype: torch.dtype = torch.float32) -> float:
+    """A 256x256x256 matmul in `dtype` on warm operands: best of 5 loops of about 20 ms each
+    (a bfloat16 one runs 50 times slower where torch emulates it)."""
+    left, right = torch.randn(256, 256, dtype=dtype), torch.randn(256, 256, dtype=dtype)
+    out = torch.empty(256, 256, dtype=dtype)
+    started = time.perf_counter()
+    torch.mm(left, right, out=out)
+    repeats = max(1, round(0.02 / (time.perf_counter() - started)))
     best = float("inf")
     for _ in range(5):
         started = time.perf_counter()
@@ -110,8 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     spaces = env_spaces(options.env)
     shapes = {"obs_dim": spaces.observation_size, "action_dim": spaces.action_size}
     timed_build = fused_update_extension(section_times=True)
-    plain = fused_learner(fused_update_extension(), batch_size=options.batch_size, **shapes)
-    timed = fused_learner(timed_build, batch_size=options.batch_size, **shapes)
+    bf16 = options.precision == "bf16"
+    plain, timed = (
+        fused_learner(build, batch_size=options.batch_size, bf16_products=bf16, **shapes)
+        for build in (fused_update_extension(), timed_build)
+    )
     batches = random_batches(batch_size=options.batch_size, **shapes)
     first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates
     for learner in (plain, timed):
@@ -126,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     updates = options.updates * options.rounds
     update_ms = sum(timed_ms) / len(timed_ms)  # the mean: the sections' totals are sums too
     cube_us = [seconds / calls * 1e6 for name, (seconds, calls) in table.items() if CUBE in name]
-    lone_us = lone_cube_matmul_us()
+    lone_us = lone_cube_matmul_us(torch.bfloat16 if bf16 else torch.float32)
     print(f"{options.env} shapes (obs {shapes['obs_dim']}, act {shapes['action_dim']}), batch "
           f"{options.batch_size}, 1 thread, --fused-update (one call per training step), "
-          f"{options.rounds} rounds of {options.updates} updates")  # fmt: skip
+          f"--precision {options.precision}, {options.rounds} rounds of {options.updates} "
+          "updates")  # fmt: skip
     print(tabulate(section_rows(table, updates=updates, update_ms=update_ms),
                    headers=["section", "ms / update", "calls / update", "µs / call", "share"],
                    floatfmt=".3f", tablefmt="github"))  # fmt: skip
@@ -140,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"256^3 products in place: {min(cube_us):.0f}-{max(cube_us):.0f} µs per call by "
-        f"section; a lone 256^3 matmul on warm operands: {lone_us:.0f} µs "
+        f"section; a lone {options.precision} 256^3 matmul on warm operands: {lone_us:.0f} µs "
         f"({statistics.median(cube_us) / lone_us:.2f}x in place, median section)"
     )
     print(

@@ -242,6 +242,14 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
                     "pass: squashed sample + log-probability"):  # fmt: skip
         assert f"| {section} " in out, out
     assert re.search(r"256\^3 products in place: \d+-\d+ µs per call", out), out
+    assert "--precision fp32" in out and "a lone fp32 256^3 matmul" in out, out
+    # --precision bf16: a batch of 64 is long enough for every 256-wide product to round.
+    bf16 = ["--env", "Hopper-v4", "--batch-size", "64", "--rounds", "1", "--updates", "2",
+            "--warmup", "1", "--precision", "bf16"]  # fmt: skip
+    assert fused_sections.main(bf16) == 0
+    out = capsys.readouterr().out
+    assert "--precision bf16" in out and "a lone bf16 256^3 matmul" in out, out
+    assert "| product: critic layer 2 (256^3) " in out, out
 
 
 def test_python_dispatch_lever_times_the_same_ops_from_python_and_from_cpp(capsys):
