@@ -671,7 +671,8 @@ void adam_step(const Adam& adam, const std::vector<Tensor>& gradients) {
 // `target_update`. The same operations, draws (in the same order) and Adam kernel as
 // FastLearner's loop over FusedFormulation, without Python between them.
 // `actor`: actor_tensors' order; `critic`, `target`: parameters() order; each optimizer as
-// adam_of reads it; `alpha_value`: alpha when it is not tuned, or its current value.
+// adam_of reads it; `alpha_value`: alpha when it is not tuned, or its current value;
+// `bf16_products`: every product as `product` computes it (--precision bf16).
 // Returns the critic metrics, then the last actor loss, alpha loss and alpha (exp(log_alpha)),
 // each undefined (None) when this step computed none.
 std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<Tensor>& critic,
