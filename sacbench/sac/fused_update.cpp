@@ -110,7 +110,7 @@ Tensor product(const Tensor& left, const Tensor& right, bool bf16_products) {
   if (rounds(left, right, bf16_products)) {
     return at::matmul(left.to(at::kBFloat16), right.to(at::kBFloat16)).to(at::kFloat);
   }
-  return left.dim() == 2 ? at::mm(left, right) : at::bmm(left, right);
+  return at::matmul(left, right);
 }
 
 // product() written into `out` (a dense float32 matrix, or a view of one).
