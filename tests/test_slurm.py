@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,10 +61,10 @@ from tests.slurm_cluster import (
 pytestmark = pytest.mark.slurm
 
 VARIANT = "sac_continuous_action"
-# The command docs/slurm.md gives, and the one setting it tells users of clusters without
-# accounting (no sacct), like the test cluster, to make.
+# The command docs/slurm.md gives, and the settings it tells users of the test cluster to make:
+# squeue, as it has no accounting (no sacct), and a short status interval for jobs of seconds.
 SLURM_COMMAND = "snakemake --profile profiles/slurm"
-NO_ACCOUNTING = {"SACBENCH_SLURM_STATUS_COMMAND": "squeue"}
+TEST_CLUSTER_ENV = {"SACBENCH_SLURM_STATUS_COMMAND": "squeue", "SACBENCH_SLURM_STATUS_SECONDS": "2"}
 # The whole smoke preset (all six tasks, one seed): 6 train jobs on Slurm; extraction, tables
 # and plots on the submit host.
 SMOKE = smoke_preset()
@@ -175,7 +176,7 @@ def smoke_runs(slurm_cluster, tmp_path_factory: pytest.TempPathFactory) -> Smoke
     started = time.monotonic()
     first_id = next_job_id()
     with watch_squeue() as seen:
-        slurm_run = run_verbatim(on_slurm, SLURM_COMMAND, **NO_ACCOUNTING)
+        slurm_run = run_verbatim(on_slurm, SLURM_COMMAND, **TEST_CLUSTER_ENV)
     slurm_ids = list(range(first_id, next_job_id()))
     elapsed = time.monotonic() - started
     local_output, _ = local_run.communicate(timeout=600)
@@ -310,6 +311,49 @@ def test_time_limits_are_per_task_and_one_variable_replaces_them(tmp_path: Path)
     for resources in jobs.values():
         assert resources["runtime"] == "720"
         assert resources["slurm_extra"] == "--signal=TERM@300 --open-mode=append"
+
+
+def rendered_slurm_profile(**env: str) -> dict:
+    """profiles/slurm as Snakemake reads it (through yte) with these environment variables set,
+    in a child process: the profile's definitions write to the environment they run in."""
+    read = (
+        "import json, sys, yte; "
+        "print(json.dumps(yte.process_yaml(open(sys.argv[1]), require_use_yte=True)))"
+    )
+    profile = REPO / "profiles" / "slurm" / "profile.yaml"
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SACBENCH_")} | env
+    done = subprocess.run(
+        [sys.executable, "-c", read, str(profile)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return json.loads(done.stdout)
+
+
+def test_status_seconds_set_the_executors_status_interval_and_bad_numbers_are_named(
+    tmp_path: Path,
+):
+    """SACBENCH_SLURM_STATUS_SECONDS becomes the executor's first status check interval (unset:
+    the executor's own default); a whole-number setting that is not one stops Snakemake before any
+    job, naming the variable."""
+    interval = "slurm-init-seconds-before-status-checks"
+    assert interval not in rendered_slurm_profile()
+    assert rendered_slurm_profile(SACBENCH_SLURM_STATUS_SECONDS="7")[interval] == 7
+
+    workdir = workflow_copy(tmp_path / "sacbench", SMOKE)
+    for name, value in [
+        ("SACBENCH_SLURM_STATUS_SECONDS", "0"),
+        ("SACBENCH_SLURM_STATUS_SECONDS", "ten"),
+        ("SACBENCH_SLURM_TRAIN_CPUS", "1.5"),
+    ]:
+        refused = run_verbatim(workdir, f"{SLURM_COMMAND} -n", timeout=120, **{name: value})
+        assert refused.returncode != 0, (name, value)
+        output = refused.stdout + refused.stderr
+        assert f"{name} must be a whole number of at least 1, got {value!r}" in output, output
+        assert "rule train:" not in output, output
+    assert not (workdir / "results").exists()
 
 
 def test_submit_host_does_not_cap_what_train_jobs_ask_slurm_for(slurm_cluster, tmp_path: Path):
