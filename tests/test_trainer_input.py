@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 
 import numpy as np
+import psutil
 import pytest
 import torch
 
@@ -187,6 +188,22 @@ def test_buffer_memory_is_the_float32_size_of_its_fields():
     buffer = ReplayBuffer(capacity=1000, obs_dim=17, action_dim=6, seed=0)
     fields = 1000 * (17 + 17 + 6 + 1 + 1) * 4  # obs, next_obs, action, reward, termination
     assert buffer.nbytes() == fields
+
+
+def test_a_large_buffer_holds_memory_only_for_the_rows_written():
+    """Humanoid-v4's default buffer (1M rows, 2.9 GiB): resident memory grows with the rows added,
+    not with the capacity, and unwritten rows read as zeros."""
+    process = psutil.Process()
+    before = process.memory_info().rss
+    buffer = ReplayBuffer(capacity=1_000_000, obs_dim=376, action_dim=17, seed=0)
+    assert buffer.nbytes() == 1_000_000 * (2 * 376 + 17 + 2) * 4
+    allocated = process.memory_info().rss - before
+    _fill(buffer, 20_000)  # 20,000 rows of 3 KiB: about 59 MiB
+    filled = process.memory_info().rss - before
+    assert allocated < 16 * 2**20, f"{allocated / 2**20:.0f} MiB resident for an empty buffer"
+    assert filled < 256 * 2**20, f"{filled / 2**20:.0f} MiB resident after 20,000 rows"
+    assert buffer.storage[20_000:20_100].abs().sum() == 0
+    assert buffer.storage[:20_000, 2 * 376 + 17].ne(0).all()  # every written row's reward
 
 
 def test_buffer_sampling_is_seeded_and_within_filled_rows():
