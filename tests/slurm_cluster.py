@@ -28,14 +28,21 @@ SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol
 # What a single-node test cluster needs on top of profiles/slurm: it has no accounting database,
 # so the executor must ask squeue (the cluster's MinJobAge keeps finished jobs visible), and a
 # short first status check, so that tiny jobs are seen finishing promptly.
+STATUS_SECONDS = "2"
 TEST_CLUSTER_OPTIONS = (
     "--slurm-status-command",
     "squeue",
     "--slurm-init-seconds-before-status-checks",
-    "2",
+    STATUS_SECONDS,
     "--seconds-between-status-checks",
-    "2",
+    STATUS_SECONDS,
 )
+# The same settings as profiles/slurm's site variables, for commands typed as docs/slurm.md gives
+# them.
+TEST_CLUSTER_ENV = {
+    "SACBENCH_SLURM_STATUS_COMMAND": "squeue",
+    "SACBENCH_SLURM_STATUS_SECONDS": STATUS_SECONDS,
+}
 
 SUBMITTED = re.compile(
     r"Job (?P<snakemake_id>\d+) has been submitted with SLURM jobid (?P<slurm_id>\d+) "

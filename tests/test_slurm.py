@@ -40,6 +40,7 @@ from sacbench.pipeline.config import (
 from sacbench.tags import CLOCK_TAGS, EVAL_EPISODE_TAGS
 from tests.slurm_cluster import (
     REPO,
+    TEST_CLUSTER_ENV,
     Request,
     SlurmObservations,
     Submission,
@@ -61,10 +62,10 @@ from tests.slurm_cluster import (
 pytestmark = pytest.mark.slurm
 
 VARIANT = "sac_continuous_action"
-# The command docs/slurm.md gives, and the settings it tells users of the test cluster to make:
-# squeue, as it has no accounting (no sacct), and a short status interval for jobs of seconds.
+# The command docs/slurm.md gives; it runs with TEST_CLUSTER_ENV, the settings docs/slurm.md tells
+# users of the test cluster to make: squeue, as it has no accounting (no sacct), and a short
+# status interval for jobs of seconds.
 SLURM_COMMAND = "snakemake --profile profiles/slurm"
-TEST_CLUSTER_ENV = {"SACBENCH_SLURM_STATUS_COMMAND": "squeue", "SACBENCH_SLURM_STATUS_SECONDS": "2"}
 # The whole smoke preset (all six tasks, one seed): 6 train jobs on Slurm; extraction, tables
 # and plots on the submit host.
 SMOKE = smoke_preset()
