@@ -1,4 +1,5 @@
-"""End-to-end steady training throughput of the real trainer, reference vs fast update path.
+"""End-to-end steady training throughput of the real trainer, reference vs fast update path, or
+CleanRL's own script vs the fast path.
 
 Runs `python -m sacbench.train --threads 1` as a child process per (env, path), e.g. 7,000 steps
 with learning_starts 5,000, reads charts/steady_SPS back from the run's event files (steps per
@@ -17,9 +18,19 @@ reported, and their median. With `--extra --fused-update`, the C++ is loaded (co
 use) before any trainer starts, so that no trainer spends its first minute compiling while the
 other trains.
 
+With `--cleanrl-checkout DIR` the other side is CleanRL's own script instead of the reference
+path: DIR/cleanrl/sac_continuous_action.py (DIR a clone of vwxyzjn/cleanrl), run by
+`--cleanrl-python` (an interpreter with CleanRL's packages: the README's "Benchmarking CleanRL's
+own script" makes one) in a folder of its own, with DIR on PYTHONPATH, OMP_NUM_THREADS=1 and the
+same budget (--env-id, --seed, --total-timesteps, --learning-starts, --buffer-size, --no-cuda).
+It logs no charts/steady_SPS, so its windows are the 100 steps between two consecutive charts/SPS
+points over their event wall times (all of them after learning_starts).
+
     python benchmarks/train_sps.py
     python benchmarks/train_sps.py --paired --repeats 3
     python benchmarks/train_sps.py --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
+    python benchmarks/train_sps.py --paired --repeats 3 --extra --fused-update \
+        --cleanrl-checkout ~/cleanrl --cleanrl-python ~/cleanrl-venv/bin/python
 """
 
 from __future__ import annotations
@@ -36,10 +47,14 @@ from pathlib import Path
 from tabulate import tabulate
 
 from sacbench.events import read_run_scalars
+from sacbench.tags import SPS_TAG, STEADY_SPS_TAG
 from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
-PATHS = ("reference", "fast")
+# With --cleanrl-checkout, the fast path is compared with this script of the checkout instead of
+# sacbench's reference path.
+CLEANRL_SCRIPT = Path("cleanrl") / "sac_continuous_action.py"
+CLEANRL_CAPTION = "; CleanRL's script on OMP_NUM_THREADS=1, windows from its charts/SPS wall times"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,6 +69,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--paired",
         action="store_true",
         help="run reference and fast at the same time (needs 2 cores); compare overlapping windows",
+    )
+    parser.add_argument(
+        "--cleanrl-checkout",
+        type=Path,
+        help="a clone of vwxyzjn/cleanrl: compare the fast path with its "
+        "cleanrl/sac_continuous_action.py instead of the reference path",
+    )
+    parser.add_argument(
+        "--cleanrl-python",
+        type=Path,
+        help="the interpreter that runs CleanRL's script (default: this one)",
     )
     parser.add_argument(
         "--extra",
@@ -72,7 +98,70 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--repeats must be positive, got {args.repeats}")
     if args.paired and (os.cpu_count() or 1) < 2:
         parser.error("--paired runs two trainers at once and needs at least 2 CPUs")
+    check_cleanrl(parser, args)
+    args.baseline = "reference" if args.cleanrl_checkout is None else "cleanrl"
     return args
+
+
+def check_cleanrl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Before any trainer starts: CleanRL's script is where --cleanrl-checkout says, and it
+    starts under --cleanrl-python (its --help imports everything its training imports)."""
+    if args.cleanrl_checkout is None:
+        if args.cleanrl_python is not None:
+            parser.error(
+                "--cleanrl-python needs --cleanrl-checkout (the clone whose script it runs)"
+            )
+        return
+    args.cleanrl_checkout = args.cleanrl_checkout.expanduser().resolve()
+    script = args.cleanrl_checkout / CLEANRL_SCRIPT
+    if not script.is_file():
+        parser.error(
+            f"--cleanrl-checkout {args.cleanrl_checkout}: no {CLEANRL_SCRIPT} there "
+            "(expected a clone of vwxyzjn/cleanrl)"
+        )
+    python = args.cleanrl_python or Path(sys.executable)
+    args.cleanrl_python = python = Path(os.path.expanduser(python))
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        parser.error(f"--cleanrl-python {python}: not an executable file")
+    probe = subprocess.run(
+        [str(python), str(script), "--help"],
+        cwd=tempfile.gettempdir(),
+        env=cleanrl_environment(args.cleanrl_checkout),
+        capture_output=True,
+        text=True,
+    )
+    if probe.returncode != 0:
+        parser.error(
+            f"--cleanrl-python {python} cannot start {script} (`--help` exited "
+            f"{probe.returncode}; README: Benchmarking CleanRL's own script, for its "
+            f"environment):\n{probe.stderr[-1500:]}"
+        )
+    # CleanRL's script is written for Gymnasium 0.29's vector envs, whose infos hold each ended
+    # episode's final_observation; under Gymnasium 1.x it stops at the first truncation (or,
+    # where episodes end by termination first, trains on other transitions than it does).
+    gymnasium_version = subprocess.run(
+        [str(python), "-c", "import gymnasium; print(gymnasium.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    if "final_observation" in script.read_text() and gymnasium_version[:2] not in ("", "0."):
+        parser.error(
+            f"{script} reads the vector env's infos['final_observation'], written for Gymnasium "
+            f"0.29, but --cleanrl-python {python} has Gymnasium {gymnasium_version}: give it "
+            "an interpreter with CleanRL's own packages (README: Benchmarking CleanRL's own script)"
+        )
+
+
+def cleanrl_environment(checkout: Path) -> dict[str, str]:
+    """CleanRL's script on one thread, as sacbench's trainer with --threads 1, finding its
+    cleanrl_utils package in the checkout."""
+    inherited = os.environ.get("PYTHONPATH")
+    return {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join([str(checkout), *([inherited] if inherited else [])]),
+    }
 
 
 def check_budget(
@@ -95,7 +184,18 @@ def trainer_command(
     seeds: list[int] | None = None,
 ) -> list[str]:
     """The trainer's command line for one run of options.seed, or with `seeds` one seed batch
-    (python -m sacbench.train_seeds; run_dir is then its pattern, with {seed})."""
+    (python -m sacbench.train_seeds; run_dir is then its pattern, with {seed}). For the path
+    "cleanrl", CleanRL's script's (run in run_dir: see start_trainer)."""
+    if path == "cleanrl":
+        return [
+            str(options.cleanrl_python),
+            str(options.cleanrl_checkout / CLEANRL_SCRIPT),
+            *("--env-id", env_id, "--seed", str(options.seed)),
+            *("--total-timesteps", str(options.total_timesteps)),
+            *("--learning-starts", str(options.learning_starts)),
+            *("--buffer-size", str(options.buffer_size)),
+            "--no-cuda",
+        ]
     if seeds is None:
         module, seed_flags = "sacbench.train", ["--seed", str(options.seed)]
     else:
@@ -136,13 +236,20 @@ def start_trainer(
     cpus: set[int] | None = None,
 ) -> subprocess.Popen:
     """Start trainer_command's process, its output into `log` (default: the run dir's name
-    with .log), pinned to `cpus` when given."""
+    with .log), pinned to `cpus` when given. CleanRL's script runs in run_dir, where it writes
+    runs/{run_name}/."""
     command = trainer_command(run_dir, env_id=env_id, path=path, options=options, seeds=seeds)
+    cwd, env = None, None
+    if path == "cleanrl":
+        run_dir.mkdir(parents=True)
+        cwd, env = run_dir, cleanrl_environment(options.cleanrl_checkout)
     with open(log or run_dir.with_suffix(".log"), "w") as output:
         return subprocess.Popen(
             command,
             stdout=output,
             stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=env,
             preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)),
         )
 
@@ -160,9 +267,18 @@ def finish_trainer(child: subprocess.Popen, run_dir: Path, *, log: Path | None =
 
 
 def steady_windows(run_dir: Path) -> list[tuple[float, float, float]]:
-    """(start wall time, end wall time, steps/s) of each training window after the first."""
+    """(start wall time, end wall time, steps/s) of each training window after the first; for a
+    run without charts/steady_SPS (CleanRL's script), of each pair of consecutive charts/SPS
+    points, which it logs every 100 steps once it trains."""
     scalars = read_run_scalars(run_dir)
-    steady = scalars[scalars["tag"] == "charts/steady_SPS"].sort_values("step")
+    steady = scalars[scalars["tag"] == STEADY_SPS_TAG].sort_values("step")
+    if steady.empty:
+        points = scalars[scalars["tag"] == SPS_TAG].sort_values("step")
+        times, steps = list(points["wall_time"]), list(points["step"])
+        return [
+            (times[i - 1], times[i], (steps[i] - steps[i - 1]) / (times[i] - times[i - 1]))
+            for i in range(1, len(times))
+        ]
     ends = list(steady["wall_time"])
     rates = list(steady["value"])
     # The first window still holds the random-action phase; each later one starts where the
@@ -185,17 +301,18 @@ def run_trainer(
 def run_pair(
     scratch: Path, *, env_id: str, repeat: int, options: argparse.Namespace
 ) -> dict[str, tuple[float, int, float]]:
-    """Both paths at once; per path (median steady SPS over the windows both spent training,
-    peak RSS, wall seconds)."""
+    """The baseline and the fast path at once; per path (median steady SPS over the windows both
+    spent training, peak RSS, wall seconds)."""
     started = time.time()
-    run_dirs = {path: scratch / f"{env_id}-{path}-paired-{repeat}" for path in PATHS}
+    paths = sides(options)
+    run_dirs = {path: scratch / f"{env_id}-{path}-paired-{repeat}" for path in paths}
     children = {
         path: start_trainer(run_dirs[path], env_id=env_id, path=path, options=options)
-        for path in PATHS
+        for path in paths
     }
-    peak = {path: finish_trainer(children[path], run_dirs[path]) for path in PATHS}
+    peak = {path: finish_trainer(children[path], run_dirs[path]) for path in paths}
     wall = time.time() - started
-    shared = shared_window_rates([steady_windows(run_dirs[path]) for path in PATHS])
+    shared = shared_window_rates([steady_windows(run_dirs[path]) for path in paths])
     if not all(shared):
         raise SystemExit(
             f"{env_id}: the two runs never trained at the same time for a whole window; "
@@ -203,8 +320,28 @@ def run_pair(
         )
     return {
         path: (statistics.median(rates), peak[path], wall)
-        for path, rates in zip(PATHS, shared, strict=True)
+        for path, rates in zip(paths, shared, strict=True)
     }
+
+
+def sides(options: argparse.Namespace) -> tuple[str, str]:
+    """(the baseline, "fast"): the order in which a pair starts and a table lists them."""
+    return options.baseline, "fast"
+
+
+def side_label(path: str, options: argparse.Namespace) -> str:
+    """How the table names a side: the fast path with its extra flags, CleanRL's script with
+    its checkout's commit."""
+    if path == "fast":
+        return " ".join([path, *options.extra])
+    if path == "cleanrl":
+        commit = subprocess.run(
+            ["git", "-C", str(options.cleanrl_checkout), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        return f"CleanRL's {CLEANRL_SCRIPT.name} ({commit or 'commit unknown'})"
+    return path
 
 
 def shared_window_rates(
@@ -264,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
     built_seconds = build_fused_update_first(options.extra)
     if built_seconds is not None:
         print(f"--fused-update's C++ loaded (built if it had to be) in {built_seconds:.0f} s")
+    baseline, paths = options.baseline, sides(options)
     load_before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, int, float]]] = {}
     pair_ratios: dict[str, list[float]] = {}
@@ -274,16 +412,16 @@ def main(argv: list[str] | None = None) -> int:
                     pair = run_pair(Path(scratch), env_id=env_id, repeat=repeat, options=options)
                     for path, result in pair.items():
                         results.setdefault((env_id, path), []).append(result)
-                    ratio = pair["fast"][0] / pair["reference"][0]
+                    ratio = pair["fast"][0] / pair[baseline][0]
                     pair_ratios.setdefault(env_id, []).append(ratio)
                     print(
-                        f"{env_id} pair #{repeat}: steady SPS reference "
-                        f"{pair['reference'][0]:.1f}, fast {pair['fast'][0]:.1f} "
+                        f"{env_id} pair #{repeat}: steady SPS {baseline} "
+                        f"{pair[baseline][0]:.1f}, fast {pair['fast'][0]:.1f} "
                         f"(x{ratio:.2f}), {pair['fast'][2]:.0f} s",
                         flush=True,
                     )
                     continue
-                order = PATHS if repeat % 2 == 0 else PATHS[::-1]
+                order = paths if repeat % 2 == 0 else paths[::-1]
                 for path in order:
                     run_dir = Path(scratch) / f"{env_id}-{path}-{repeat}"
                     result = run_trainer(run_dir, env_id=env_id, path=path, options=options)
@@ -296,20 +434,20 @@ def main(argv: list[str] | None = None) -> int:
     load_after = os.getloadavg()
     rows = []
     for env_id in options.envs:
-        reference_sps = statistics.median(r[0] for r in results[(env_id, "reference")])
-        for path in PATHS:
+        baseline_sps = statistics.median(r[0] for r in results[(env_id, baseline)])
+        for path in paths:
             runs = results[(env_id, path)]
             sps = statistics.median(r[0] for r in runs)
             # Paired: the median of the per-pair ratios; otherwise the ratio of the medians.
             ratio = (
                 (statistics.median(pair_ratios[env_id]) if path == "fast" else 1.0)
                 if options.paired
-                else sps / reference_sps
+                else sps / baseline_sps
             )
             rows.append(
                 [
                     env_id,
-                    " ".join([path, *options.extra]) if path == "fast" else path,
+                    side_label(path, options),
                     f"{sps:.1f}",
                     f"{ratio:.2f}",
                     f"{max(r[1] for r in runs) / 2**20:.0f}",
@@ -319,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         tabulate(
             rows,
-            headers=["env", "update path", "steady SPS", "x reference", "peak RSS (MiB)"],
+            headers=["env", "update path", "steady SPS", f"x {baseline}", "peak RSS (MiB)"],
             tablefmt="github",
         )
     )
@@ -327,7 +465,8 @@ def main(argv: list[str] | None = None) -> int:
         f"\n{options.total_timesteps} steps, learning_starts {options.learning_starts}, "
         f"1 thread, median of charts/steady_SPS over the training windows, "
         f"{options.repeats} run(s) per cell"
-        f"{' (paired: both paths at once, overlapping windows only)' if options.paired else ''}"
+        f"{' (paired: both sides at once, overlapping windows only)' if options.paired else ''}"
+        f"{CLEANRL_CAPTION if baseline == 'cleanrl' else ''}"
         f"; load average before/after "
         f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} CPUs"
     )

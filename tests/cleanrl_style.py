@@ -93,6 +93,15 @@ def write_script(folder: Path) -> Path:
     return path
 
 
+def write_checkout(folder: Path, *, script: str | None = None) -> Path:
+    """A folder laid out as a clone of vwxyzjn/cleanrl, with the script (or `script`'s text) as
+    its cleanrl/sac_continuous_action.py; returns the folder's absolute path."""
+    (folder / "cleanrl").mkdir(parents=True)
+    text = SCRIPT.replace("{episode_steps}", str(EPISODE_STEPS)) if script is None else script
+    (folder / "cleanrl" / "sac_continuous_action.py").write_text(text)
+    return folder.resolve()
+
+
 def command(folder: Path) -> str:
     """A command variant's `command` that runs the script with this interpreter."""
     return f"{sys.executable} {write_script(folder)}"

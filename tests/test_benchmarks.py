@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +28,7 @@ from benchmarks import (
 )
 from benchmarks.train_sps import shared_window_rates
 from sacbench.sac.args import Args, validate_args
+from tests import cleanrl_style
 
 # Settings that only check the timing scripts work: tiny batches, two rounds of three updates.
 TINY_UPDATE_TIMING = [
@@ -278,6 +282,79 @@ def test_train_sps_builds_the_fused_update_before_any_trainer_starts(monkeypatch
     assert loads == []
     seconds = train_sps.build_fused_update_first(["--fused-update"])
     assert seconds is not None and seconds >= 0 and loads == [1]
+
+
+@pytest.mark.slow
+def test_train_sps_times_cleanrls_script_beside_the_fast_path(tmp_path, monkeypatch, capsys):
+    """--cleanrl-checkout: the other side is the checkout's cleanrl/sac_continuous_action.py (here
+    tests/cleanrl_style.py's script, which logs CleanRL's tags with the real writer), run in a
+    folder of its own with the run's budget on one thread, its windows read from its charts/SPS
+    wall times; the table's ratio is over it."""
+    checkout = cleanrl_style.write_checkout(tmp_path / "cleanrl")
+    invocations = tmp_path / "invocations.txt"
+    monkeypatch.setenv("FAKE_CLEANRL_INVOCATIONS", str(invocations))
+    assert train_sps.main(["--envs", "Hopper-v4", "--total-timesteps", "1500",
+                           "--learning-starts", "1000", "--buffer-size", "1500",
+                           "--cleanrl-checkout", str(checkout),
+                           "--extra", "--batch-size", "64"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert re.search(r"\|\s+steady SPS\s+\|\s+x cleanrl\s+\|", out), out
+    rows = {cells[1]: cells for cells in hopper_rows(out).values()}  # keyed by the side
+    cleanrl = rows["CleanRL's sac_continuous_action.py (commit unknown)"]
+    fast = rows["fast --batch-size 64"]
+    assert float(cleanrl[3]) == 1.0 and float(cleanrl[2]) > 0, out
+    tolerance = printed_ratio_tolerance(float(fast[2]), float(cleanrl[2]))
+    assert float(fast[3]) == pytest.approx(float(fast[2]) / float(cleanrl[2]), abs=tolerance)
+    [started] = invocations.read_text().splitlines()
+    assert started.startswith("OMP_NUM_THREADS=1 cwd=") and "/Hopper-v4-cleanrl-0 " in started
+    budget = "--total-timesteps 1500 --learning-starts 1000 --buffer-size 1500"
+    assert started.endswith(f" --env-id Hopper-v4 --seed 1 {budget} --no-cuda"), started
+
+
+def test_cleanrl_windows_are_its_charts_sps_points_wall_times(tmp_path):
+    """A run without charts/steady_SPS (CleanRL's script): one window per pair of consecutive
+    charts/SPS points, the 100 steps between them over their event wall times."""
+    script = cleanrl_style.write_script(tmp_path)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    budget = ["--total-timesteps", "700", "--learning-starts", "200"]
+    subprocess.run([sys.executable, str(script), *budget], cwd=run_dir, check=True)
+    windows = train_sps.steady_windows(run_dir)
+    # charts/SPS at steps 300, 400, 500, 600 (every 100 once global_step > learning_starts).
+    assert len(windows) == 3
+    for (start, end, rate), following in zip(windows, [*windows[1:], None], strict=True):
+        assert end > start and rate * (end - start) == pytest.approx(100)
+        assert following is None or following[0] == end
+
+
+def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_path, capsys):
+    def refusal(*flags: str) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            train_sps.parse_args(["--envs", "Hopper-v4", *flags])
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err
+
+    assert "no cleanrl/sac_continuous_action.py there" in refusal(
+        "--cleanrl-checkout", str(tmp_path)
+    )
+    checkout = cleanrl_style.write_checkout(tmp_path / "good")
+    assert f"--cleanrl-python {tmp_path}: not an executable file" in refusal(
+        "--cleanrl-checkout", str(checkout), "--cleanrl-python", str(tmp_path)
+    )
+    assert "--cleanrl-python needs --cleanrl-checkout" in refusal(
+        "--cleanrl-python", sys.executable
+    )
+    broken = cleanrl_style.write_checkout(tmp_path / "broken", script="import not_installed\n")
+    message = refusal("--cleanrl-checkout", str(broken))
+    assert "cannot start" in message and "No module named 'not_installed'" in message
+    # CleanRL's real script reads final_observation, which Gymnasium 1.x's vector envs no
+    # longer write: under this project's interpreter it is refused, naming the version.
+    written_for_gymnasium_0 = cleanrl_style.SCRIPT.replace("{episode_steps}", "50") + (
+        "# real_next_obs[idx] = infos['final_observation'][idx]\n"
+    )
+    old = cleanrl_style.write_checkout(tmp_path / "old", script=written_for_gymnasium_0)
+    message = refusal("--cleanrl-checkout", str(old))
+    assert f"has Gymnasium {importlib.metadata.version('gymnasium')}" in message, message
 
 
 def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_agree(capsys):
