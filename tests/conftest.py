@@ -1,0 +1,39 @@
+"""The order in which the test files run.
+
+CI runs the suite in two pytest-xdist workers with `--dist loadfile --no-loadscope-reorder`: each
+file goes whole to the next free worker, in collection order. The files below run real workflows
+for minutes each; started first, heaviest first, they keep both workers busy to the end instead of
+leaving one to finish a long file alone while the other idles (worker seconds per file from a CI
+run on 2026-12-02, AMD EPYC Zen 3). The order changes no result: every test is independent of the
+others. A name that no longer matches a file stops the collection, so the list cannot go stale.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+HEAVIEST_FIRST = (
+    "test_slurm.py",  # 458 s, one Slurm cluster for the file
+    "test_rerun_safety.py",  # 421 s
+    "test_benchmarks.py",  # 329 s
+    "test_pipeline.py",  # 279 s
+    "test_readme.py",  # 263 s
+    "test_train_run.py",  # 255 s
+    "test_evaluation.py",  # 104 s
+    "test_external_command.py",  # 102 s
+    "test_tracking.py",  # 96 s
+    "test_seed_batch.py",  # 85 s
+    "test_commands.py",  # 68 s
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+    missing = [name for name in HEAVIEST_FIRST if not (tests / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py HEAVIEST_FIRST names no file: {missing}")
+    rank = {name: position for position, name in enumerate(HEAVIEST_FIRST)}
+    # Stable: each file's tests keep their order, and the other files theirs, after these.
+    items.sort(key=lambda item: rank.get(item.path.name, len(HEAVIEST_FIRST)))
