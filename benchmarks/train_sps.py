@@ -335,11 +335,14 @@ def side_label(path: str, options: argparse.Namespace) -> str:
     if path == "fast":
         return " ".join([path, *options.extra])
     if path == "cleanrl":
-        commit = subprocess.run(
-            ["git", "-C", str(options.cleanrl_checkout), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-        ).stdout.strip()
+        try:
+            commit = subprocess.run(
+                ["git", "-C", str(options.cleanrl_checkout), "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+        except OSError:  # no git here
+            commit = ""
         return f"CleanRL's {CLEANRL_SCRIPT.name} ({commit or 'commit unknown'})"
     return path
 
