@@ -86,10 +86,15 @@ writer.close()
 """
 
 
+def script_text() -> str:
+    """The script's source, its episode length filled in."""
+    return SCRIPT.replace("{episode_steps}", str(EPISODE_STEPS))
+
+
 def write_script(folder: Path) -> Path:
     """The script as `folder`/fake_sac_continuous_action.py; returns its absolute path."""
     path = (folder / "fake_sac_continuous_action.py").resolve()
-    path.write_text(SCRIPT.replace("{episode_steps}", str(EPISODE_STEPS)))
+    path.write_text(script_text())
     return path
 
 
@@ -97,7 +102,7 @@ def write_checkout(folder: Path, *, script: str | None = None) -> Path:
     """A folder laid out as a clone of vwxyzjn/cleanrl, with the script (or `script`'s text) as
     its cleanrl/sac_continuous_action.py; returns the folder's absolute path."""
     (folder / "cleanrl").mkdir(parents=True)
-    text = SCRIPT.replace("{episode_steps}", str(EPISODE_STEPS)) if script is None else script
+    text = script_text() if script is None else script
     (folder / "cleanrl" / "sac_continuous_action.py").write_text(text)
     return folder.resolve()
 

@@ -349,7 +349,7 @@ def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_
     assert "cannot start" in message and "No module named 'not_installed'" in message
     # CleanRL's real script reads final_observation, which Gymnasium 1.x's vector envs no
     # longer write: under this project's interpreter it is refused, naming the version.
-    written_for_gymnasium_0 = cleanrl_style.SCRIPT.replace("{episode_steps}", "50") + (
+    written_for_gymnasium_0 = cleanrl_style.script_text() + (
         "# real_next_obs[idx] = infos['final_observation'][idx]\n"
     )
     old = cleanrl_style.write_checkout(tmp_path / "old", script=written_for_gymnasium_0)
