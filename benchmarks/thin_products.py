@@ -1,4 +1,4 @@
-"""The update's thin matrix products: ATen's (MKL's) against a loop of our own, in one run.
+"""The update's matrix products: ATen's (MKL's) against kernels of our own, in one run.
 
     python benchmarks/thin_products.py [--env Humanoid-v4] [--rounds 9] [--calls 200]
 
@@ -17,10 +17,14 @@ For each thin shape of the update (batch --batch-size, hidden 256, the task's si
 both sides in alternating rounds of --calls calls, each loop in C++ on the same operands, and
 prints µs per call, the median of the per-round ratios ATen / ours (above 1: ours is faster)
 with its quartiles, and the largest difference between the two results relative to the largest
-result. The last lines give what bounds a product on this core: its float32 FMA peak (a loop of
-12 independent vector FMAs), a lone 256^3 at::mm's rate as a share of that peak, and the same
-product's µs after writing 0-64 MB of other memory before each call (operands that the rest of
-a step pushed out of the caches: where that starts is how much cache this machine really gives).
+result. A second table does the same for the hidden layer's 256^3 products, which hold most of
+the update's arithmetic, against a packed kernel of our own (the right operand copied into
+16-column panels once per call, each block's sums in registers over all terms): whether MKL's
+rate there leaves anything to a kernel of ours. The last lines give what bounds a product on
+this core: its float32 FMA peak (a loop of 12 independent vector FMAs), a lone 256^3 at::mm's
+rate as a share of that peak, and the same product's µs after writing 0-64 MB of other memory
+before each call (operands that the rest of a step pushed out of the caches: where that starts
+is how much cache this machine really gives).
 """
 
 from __future__ import annotations
@@ -135,6 +139,71 @@ void thin_product(const float* a, int64_t a_row, int64_t a_col, const float* b, 
   }
 }
 
+// The hidden layer's products, for comparison with MKL's rate on them: b packed once per call
+// into panels of kColumns columns (k x kColumns floats each, contiguous: 16 KiB in L1 for
+// k = 256), and every block's sums kept in registers over all k terms, as an optimized BLAS
+// kernel does (thin_product's passes of kTerms would reread and rewrite c k / kTerms times).
+template <int64_t Rows>
+void packed_block(const float* a, int64_t a_row, int64_t a_col, const float* panel, int64_t k,
+                  float* c, int64_t n, const float* bias, bool relu) {
+  Vec sums[Rows][2];
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < Rows; ++r) {
+    sums[r][0] = bias ? Vec::loadu(bias) : Vec(0.f);
+    sums[r][1] = bias ? Vec::loadu(bias + kLanes) : Vec(0.f);
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    const float* terms = panel + p * kColumns;
+    const Vec left = Vec::loadu(terms), right = Vec::loadu(terms + kLanes);
+#pragma GCC unroll 8
+    for (int64_t r = 0; r < Rows; ++r) {
+      const Vec term(a[r * a_row + p * a_col]);
+      sums[r][0] = at::vec::fmadd(term, left, sums[r][0]);
+      sums[r][1] = at::vec::fmadd(term, right, sums[r][1]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int64_t r = 0; r < Rows; ++r) {
+    Vec left = sums[r][0], right = sums[r][1];
+    if (relu) {
+      left = at::vec::maximum(left, Vec(0.f));
+      right = at::vec::maximum(right, Vec(0.f));
+    }
+    left.store(c + r * n);
+    right.store(c + r * n + kLanes);
+  }
+}
+
+using PackedBlock = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*,
+                             int64_t, const float*, bool);
+constexpr PackedBlock packed_blocks[kRows + 1] = {
+    nullptr,         packed_block<1>, packed_block<2>, packed_block<3>,
+    packed_block<4>, packed_block<5>, packed_block<6>};
+
+// thin_product's contract (bias and ReLU together), computed by packed_block: for each panel of
+// b, the rows of c in blocks of kRows.
+void packed_product(const float* a, int64_t a_row, int64_t a_col, const float* b, float* c,
+                    int64_t m, int64_t n, int64_t k, const float* bias) {
+  TORCH_CHECK(n % kColumns == 0, "columns must be a multiple of ", kColumns, ", got ", n);
+  TORCH_CHECK(k > 0, "a product needs at least one term");
+  thread_local std::vector<float> panels;
+  panels.resize(k * n);
+  for (int64_t j = 0; j < n; j += kColumns) {
+    float* panel = panels.data() + j * k;
+    for (int64_t p = 0; p < k; ++p) {
+      Vec::loadu(b + p * n + j).store(panel + p * kColumns);
+      Vec::loadu(b + p * n + j + kLanes).store(panel + p * kColumns + kLanes);
+    }
+  }
+  for (int64_t j = 0; j < n; j += kColumns) {
+    const float* panel = panels.data() + j * k;
+    for (int64_t i = 0; i < m; i += kRows) {
+      packed_blocks[std::min(kRows, m - i)](a + i * a_row, a_row, a_col, panel, k, c + i * n + j,
+                                            n, bias ? bias + j : nullptr, bias != nullptr);
+    }
+  }
+}
+
 float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
 
 // relu(x [B, k] w [k, n] + bias) into out [B, n].
@@ -167,6 +236,16 @@ void weight_gradient_aten(const Tensor& x, const Tensor& d, Tensor& out) {
   at::mm_out(out, x.t(), d);
 }
 
+void forward_packed(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  packed_product(data(x), x.size(1), 1, data(w), data(out), x.size(0), w.size(1), x.size(1),
+                 data(bias));
+}
+
+void weight_gradient_packed(const Tensor& x, const Tensor& d, Tensor& out) {
+  packed_product(data(x), 1, x.size(1), data(d), data(out), x.size(1), d.size(1), x.size(0),
+                 nullptr);
+}
+
 // Runs `which` `calls` times (once for 0) on `operands`, its inputs and then the output it
 // writes; the seconds per call.
 double run(const std::string& which, std::vector<Tensor> operands, int64_t calls) {
@@ -177,6 +256,9 @@ double run(const std::string& which, std::vector<Tensor> operands, int64_t calls
     else if (which == "forward aten") forward_aten(operands[0], operands[1], operands[2], out);
     else if (which == "weight gradient ours") weight_gradient_ours(operands[0], operands[1], out);
     else if (which == "weight gradient aten") weight_gradient_aten(operands[0], operands[1], out);
+    else if (which == "forward packed") forward_packed(operands[0], operands[1], operands[2], out);
+    else if (which == "weight gradient packed")
+      weight_gradient_packed(operands[0], operands[1], out);
     else TORCH_CHECK(false, "unknown product: ", which);
   };
   const auto started = std::chrono::steady_clock::now();
@@ -269,6 +351,16 @@ def thin_shapes(*, obs: int, act: int, batch: int) -> list[tuple[str, str, int, 
     ]
 
 
+def hidden_shapes(*, batch: int) -> list[tuple[str, str, int, int, int]]:
+    """The same tuples for the hidden layer's 256^3 products (most of the update's arithmetic),
+    which the comparison times against the packed kernel: MKL's rate there against what a
+    register-blocked kernel of our own reaches on this core."""
+    return [
+        ("hidden layer", "forward", batch, HIDDEN, HIDDEN),
+        ("hidden layer weight gradient", "weight gradient", batch, HIDDEN, HIDDEN),
+    ]
+
+
 def operands(kind: str, rows: int, inner: int, columns: int) -> list[torch.Tensor]:
     generator = torch.Generator().manual_seed(rows * 1_000_003 + inner * 1_009 + columns)
     if kind == "forward":
@@ -299,26 +391,30 @@ def build() -> tuple[Any, float]:
     return extension, time.perf_counter() - started
 
 
-def compare(extension: Any, options: argparse.Namespace) -> list[list[object]]:
-    spaces = env_spaces(options.env)
-    obs, act = spaces.observation_size, spaces.action_size
+def compare(
+    extension: Any,
+    options: argparse.Namespace,
+    *,
+    shapes: list[tuple[str, str, int, int, int]],
+    ours: str,
+) -> list[list[object]]:
+    """A table row per shape: ATen against our kernel `ours` ("ours": thin_product, "packed":
+    packed_product) in alternating rounds."""
     rows = []
-    for name, kind, batch, inner, columns in thin_shapes(
-        obs=obs, act=act, batch=options.batch_size
-    ):
+    for name, kind, batch, inner, columns in shapes:
         ours_operands = operands(kind, batch, inner, columns)
         aten_operands = [tensor.clone() for tensor in ours_operands]
-        extension.run(f"{kind} ours", ours_operands, 0)
+        extension.run(f"{kind} {ours}", ours_operands, 0)
         extension.run(f"{kind} aten", aten_operands, 0)
         expected = aten_operands[-1]
         difference = (ours_operands[-1] - expected).abs().max() / expected.abs().max()
         aten_us, ours_us, ratios = [], [], []
         for _ in range(options.rounds):
             aten = extension.run(f"{kind} aten", aten_operands, options.calls)
-            ours = extension.run(f"{kind} ours", ours_operands, options.calls)
+            ours_seconds = extension.run(f"{kind} {ours}", ours_operands, options.calls)
             aten_us.append(aten * 1e6)
-            ours_us.append(ours * 1e6)
-            ratios.append(aten / ours)
+            ours_us.append(ours_seconds * 1e6)
+            ratios.append(aten / ours_seconds)
         shape = (
             f"[{batch}x{inner}] x [{inner}x{columns}]"
             if kind == "forward"
@@ -343,27 +439,19 @@ def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     torch.set_num_threads(1)
     extension, built_seconds = build()
-    rows = compare(extension, options)
-    print(
-        tabulate(
-            rows,
-            headers=[
-                "product",
-                "shape",
-                "MFLOP",
-                "ATen µs",
-                "ours µs",
-                "ATen / ours",
-                "quartiles",
-                "largest difference / largest value",
-            ],
-            tablefmt="github",
-        )
+    spaces = env_spaces(options.env)
+    thin = thin_shapes(
+        obs=spaces.observation_size, act=spaces.action_size, batch=options.batch_size
     )
+    for shapes, ours in ((thin, "ours"), (hidden_shapes(batch=options.batch_size), "packed")):
+        rows = compare(extension, options, shapes=shapes, ours=ours)
+        headers = ["product", "shape", "MFLOP", "ATen µs", f"{ours} µs", f"ATen / {ours}"]
+        headers += ["quartiles", "largest difference / largest value"]
+        print(tabulate(rows, headers=headers, tablefmt="github") + "\n")
     peak = max(extension.fma_peak_gflops(20_000_000) for _ in range(3))
     lone = max(extension.lone_matmul_gflops(256, 40) for _ in range(3))
     print(
-        f"\nthis core's float32 FMA peak: {peak:.1f} GFLOP/s; a lone 256x256x256 at::mm: "
+        f"this core's float32 FMA peak: {peak:.1f} GFLOP/s; a lone 256x256x256 at::mm: "
         f"{lone:.1f} GFLOP/s ({lone / peak:.0%} of the peak)"
     )
     written = {

@@ -358,10 +358,10 @@ def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_
 
 
 def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_agree(capsys):
-    """Every thin product of the update is timed on both sides, the loop of our own computes what
-    ATen computes (within float32 rounding of a sum of up to 256 terms), and the last lines give
-    the core's FMA peak, a lone 256^3 matmul's share of it, and that matmul after each amount of
-    memory written."""
+    """Every thin product of the update is timed on both sides, and the hidden layer's 256^3 ones
+    against the packed kernel; our kernels compute what ATen computes (within float32 rounding of
+    a sum of up to 256 terms), and the last lines give the core's FMA peak, a lone 256^3 matmul's
+    share of it, and that matmul after each amount of memory written."""
     assert thin_products.main(["--env", "Hopper-v4", "--rounds", "2", "--calls", "3"]) == 0
     out = capsys.readouterr().out
     rows = [
@@ -370,7 +370,9 @@ def test_thin_products_times_both_kernels_on_the_updates_thin_shapes_and_they_ag
         if line.startswith("| ") and not line.startswith("| product")
     ]
     expected = thin_products.thin_shapes(obs=11, act=3, batch=256)
+    expected += thin_products.hidden_shapes(batch=256)
     assert [cells[0] for cells in rows] == [shape[0] for shape in expected], out
+    assert "ATen / packed |" in out and "| [256x256] x [256x256] " in out, out
     assert "| [256x11] x [11x256] " in out and "| [3x256] x [256x256] " in out, out
     for cells in rows:
         aten_us, ours_us, ratio, difference = (float(cells[i]) for i in (3, 4, 5, 7))
