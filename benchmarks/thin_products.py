@@ -70,11 +70,13 @@ constexpr int64_t kColumns = 2 * kLanes;    // columns per block
 constexpr int64_t kTerms = 32;              // terms per pass: b's rows for one pass stay in L1
 
 // c's rows [0, Rows) and columns [0, kColumns) = start + sum over `count` terms p of
-// a(r, p) * b[p, :], a(r, p) = a[r * a_row + p * a_col]; then ReLU when `relu`. `start`: a row
-// for every row (row_stride 0: a bias), c's own values (row_stride n), or none.
+// a(r, p) * b[p, :], a(r, p) = a[r * a_row + p * a_col], b's rows b_row apart and c's n apart;
+// then ReLU when `relu`. `start`: a row for every row (row_stride 0: a bias), c's own values
+// (row_stride n), or none.
 template <int64_t Rows>
-void block(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t n, float* c,
-           int64_t count, const float* start, int64_t row_stride, bool relu) {
+void block(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t b_row,
+           float* c, int64_t n, int64_t count, const float* start, int64_t row_stride,
+           bool relu) {
   Vec sums[Rows][2];
 #pragma GCC unroll 8
   for (int64_t r = 0; r < Rows; ++r) {
@@ -82,7 +84,7 @@ void block(const float* a, int64_t a_row, int64_t a_col, const float* b, int64_t
     sums[r][1] = start ? Vec::loadu(start + r * row_stride + kLanes) : Vec(0.f);
   }
   for (int64_t p = 0; p < count; ++p) {
-    const Vec left = Vec::loadu(b + p * n), right = Vec::loadu(b + p * n + kLanes);
+    const Vec left = Vec::loadu(b + p * b_row), right = Vec::loadu(b + p * b_row + kLanes);
 #pragma GCC unroll 8
     for (int64_t r = 0; r < Rows; ++r) {
       const Vec term(a[r * a_row + p * a_col]);
@@ -107,7 +109,7 @@ void block_at(const float* a, int64_t a_row, int64_t a_col, const float* b, int6
               int64_t i, int64_t j, int64_t p, int64_t count, const float* start,
               int64_t row_stride, bool relu) {
   if (start) start += i * row_stride + j;
-  block<Rows>(a + i * a_row + p * a_col, a_row, a_col, b + p * n + j, n, c + i * n + j, count,
+  block<Rows>(a + i * a_row + p * a_col, a_row, a_col, b + p * n + j, n, c + i * n + j, n, count,
               start, row_stride, relu);
 }
 
@@ -146,32 +148,7 @@ void thin_product(const float* a, int64_t a_row, int64_t a_col, const float* b, 
 template <int64_t Rows>
 void packed_block(const float* a, int64_t a_row, int64_t a_col, const float* panel, int64_t k,
                   float* c, int64_t n, const float* bias, bool relu) {
-  Vec sums[Rows][2];
-#pragma GCC unroll 8
-  for (int64_t r = 0; r < Rows; ++r) {
-    sums[r][0] = bias ? Vec::loadu(bias) : Vec(0.f);
-    sums[r][1] = bias ? Vec::loadu(bias + kLanes) : Vec(0.f);
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    const float* terms = panel + p * kColumns;
-    const Vec left = Vec::loadu(terms), right = Vec::loadu(terms + kLanes);
-#pragma GCC unroll 8
-    for (int64_t r = 0; r < Rows; ++r) {
-      const Vec term(a[r * a_row + p * a_col]);
-      sums[r][0] = at::vec::fmadd(term, left, sums[r][0]);
-      sums[r][1] = at::vec::fmadd(term, right, sums[r][1]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int64_t r = 0; r < Rows; ++r) {
-    Vec left = sums[r][0], right = sums[r][1];
-    if (relu) {
-      left = at::vec::maximum(left, Vec(0.f));
-      right = at::vec::maximum(right, Vec(0.f));
-    }
-    left.store(c + r * n);
-    right.store(c + r * n + kLanes);
-  }
+  block<Rows>(a, a_row, a_col, panel, kColumns, c, n, k, bias, 0, relu);
 }
 
 using PackedBlock = void (*)(const float*, int64_t, int64_t, const float*, int64_t, float*,
