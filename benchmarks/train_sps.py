@@ -385,7 +385,7 @@ def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:
 def build_fused_update_first(extra: list[str]) -> float | None:
     """With --fused-update among the fast path's flags, load (on first use, compile) its C++ here,
     before any trainer starts, and return the seconds it took; otherwise None. A trainer that
-    compiled it would spend about 40 seconds doing so while the other trained: a paired run could
+    compiled it would spend 20-40 seconds doing so while the other trained: a paired run could
     then share no training window, and a lone run would count the build in its wall time."""
     if "--fused-update" not in extra:
         return None

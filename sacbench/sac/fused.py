@@ -14,7 +14,7 @@ from the hand-written path (float32 rounding; tests/test_fused.py). With `bf16_p
 HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and nothing else.
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
-a C++ compiler and ninja; about 40 seconds), and kept under $TORCH_EXTENSIONS_DIR (by default
+a C++ compiler and ninja; 20-40 seconds), and kept under $TORCH_EXTENSIONS_DIR (by default
 ~/.cache/torch_extensions), one build per CPU kind, checkout and version of the source, until torch
 changes.
 CPU tensors only.
@@ -81,7 +81,7 @@ def build_name(source: Path, flags: list[str], *, section_times: bool = False) -
     """The build's name: the CPU kind, and a digest of the source's path and text and the flags.
     torch keeps one build per name and rebuilds it whenever the source or its path changes, so
     two checkouts on one machine (benchmarks/update_throughput.py --against, a CI clone) would
-    otherwise rebuild each other's, for 40 seconds each time, even at the same version."""
+    otherwise rebuild each other's, for 20-40 seconds each time, even at the same version."""
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
     digest = hashlib.sha256(built_from).hexdigest()[:8]
     kind = "_sections" if section_times else ""

@@ -15,9 +15,24 @@
 // Float32 throughout, no -ffast-math: only the order of some sums differs from the eager path.
 // With `bf16_products` (--precision bf16) the long products round their operands to bfloat16 as
 // sacbench/sac/products.py does (`product` below); everything else stays float32.
-#include <ATen/ATen.h>
+// The operators this file calls, one header each, not ATen/ATen.h: its declarations of every
+// operator (ATen/Functions.h) were half of the build's time. For the same reason no arithmetic
+// operators on tensors (ATen/TensorOperators.h includes them all): tensor methods instead.
+#include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/cpu/vec/vec.h>
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_fused_adam.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/baddbmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/randn.h>
 // pybind11 with ATen's tensor type caster, without the C++ frontend that torch/extension.h
 // also includes (torch/all.h): that alone took half of a one-minute build.
 #include <torch/csrc/utils/pybind.h>
@@ -749,7 +764,7 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
         const Tensor log_pi = sample_log_prob(actor, policy[2], policy[4], noise, half_log_2pi);
         // alpha_loss_fn; its gradient with respect to log_alpha is the loss itself.
         alpha_loss = timed("other: alpha loss", [&] {
-          return (-log_alpha.exp() * (log_pi + target_entropy)).mean();
+          return log_alpha.exp().neg().mul(log_pi.add(target_entropy)).mean();
         });
         adam_step(alpha_adam, {alpha_loss.reshape(1)});
         alpha = log_alpha.detach().exp();

@@ -64,7 +64,7 @@ def resolve_device(args: Args) -> torch.device:
 
 
 def check_fused_update(device: torch.device) -> None:
-    """--fused-update's C++, built now (once per machine and source; about 40 seconds) so that a
+    """--fused-update's C++, built now (once per machine and source; 20-40 seconds) so that a
     machine that cannot build it fails before the run dir is touched."""
     if device.type != "cpu":
         raise ValueError(f"--fused-update runs on the CPU; this run's device is {device.type}")
