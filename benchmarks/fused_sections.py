@@ -11,6 +11,9 @@ batch 256, one thread) on random batches in alternating rounds; the script print
   around the call and the C++ between sections (row gathers, TD targets, allocations);
 - the 256^3 products' time per call in place against a lone 256x256x256 matmul on warm operands,
   timed in the same run: what the surroundings (operands fetched from L3 or memory) cost them;
+- the update's product work, counted by torch.profiler from the ATen products the C++ calls (two
+  more updates of the plain build; only their shapes are used), its rate in place, and what the
+  products and the update would take at the lone matmul's rate;
 - both builds' ms per update, so the timers' own cost shows.
 
     python benchmarks/fused_sections.py                      # HalfCheetah-v4 shapes
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import torch
 from tabulate import tabulate
+from torch.profiler import ProfilerActivity, profile
 
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import FusedFormulation, fused_update_extension
@@ -41,8 +45,10 @@ from sacbench.training.envs import env_spaces
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
 
 from profile_step import (  # noqa: E402
+    GEMM_OPS,
     LEARNING_STARTS,
     alternating_rounds,
+    gemm_flops,
     random_batches,
     refuse_bad_counts_and_env,
     run_updates,
@@ -92,6 +98,19 @@ def lone_cube_matmul_us(dtype: torch.dtype = torch.float32) -> float:
             torch.mm(left, right, out=out)
         best = min(best, (time.perf_counter() - started) / repeats)
     return best * 1e6
+
+
+def product_mflop_per_update(learner: FastLearner, batches: list, steps: range) -> float:
+    """The matrix-product work of the learner's updates over `steps`, per update: every ATen
+    product they call, counted from its shapes (torch.profiler records the calls the C++ makes
+    too). With CleanRL's schedule, count an even number of steps."""
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+        run_updates(learner, batches, steps)
+    flop = 0.0
+    for event in profiler.events():
+        if event.name in GEMM_OPS:
+            flop += gemm_flops(event.name, event.input_shapes)
+    return flop / len(steps) / 1e6
 
 
 def section_rows(
@@ -160,6 +179,16 @@ def main(argv: list[str] | None = None) -> int:
         f"256^3 products in place: {min(cube_us):.0f}-{max(cube_us):.0f} µs per call by "
         f"section; a lone {options.precision} 256^3 matmul on warm operands: {lone_us:.0f} µs "
         f"({statistics.median(cube_us) / lone_us:.2f}x in place, median section)"
+    )
+    product_ms = sum(seconds for name, (seconds, _) in table.items()
+                     if name.startswith("product:")) / updates * 1e3  # fmt: skip
+    mflop = product_mflop_per_update(plain, batches, range(first, first + 2))
+    lone_gflops = 2 * 256**3 / lone_us / 1e3
+    at_lone_ms = mflop / lone_gflops
+    print(
+        f"the update's products: {mflop:.1f} MFLOP, {product_ms:.2f} ms in place "
+        f"({mflop / product_ms:.0f} GFLOP/s); at the lone 256^3 matmul's {lone_gflops:.0f} "
+        f"GFLOP/s {at_lone_ms:.2f} ms, and the update {update_ms - product_ms + at_lone_ms:.2f} ms"
     )
     print(
         f"ms per update, medians of {options.rounds} alternating rounds: plain build "

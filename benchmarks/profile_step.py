@@ -2,7 +2,7 @@
 
 Profiles `--updates` consecutive fast updates (CleanRL's schedule, batch 256) with
 torch.profiler, then splits the time into
-- GEMM: aten::mm/addmm/bmm/baddbmm, with their FLOPs (from the recorded shapes) and the rate
+- GEMM: aten::mm/addmm/addmm_/bmm/baddbmm, with their FLOPs (from the recorded shapes) and the rate
   they ran at, next to the rate of a lone 256x256x256 matmul on this machine (the practical peak);
 - the other ATen ops (elementwise, reductions, the fused Adam kernel, random draws), by name;
 - overhead: the rest of the wall time (Python, autograd engine, dispatcher, allocator).
@@ -60,7 +60,7 @@ from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.reference_learner import ReferenceLearner
 from sacbench.training.envs import EnvError, env_spaces
 
-GEMM_OPS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+GEMM_OPS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm")
 LEARNING_STARTS = 5_000
 # (module, function) pairs timed in place: the hand-written formulation's stages, looked up in
 # its own namespace, and the optimizer step, which the learner applies.
@@ -149,8 +149,8 @@ def refuse_bad_counts_and_env(
 
 def gemm_flops(name: str, shapes: list[list[int]]) -> float:
     """2*M*N*K (times the batch) from the recorded input shapes of one GEMM call."""
-    if name in ("aten::mm", "aten::addmm"):
-        a, b = (shapes[1], shapes[2]) if name == "aten::addmm" else (shapes[0], shapes[1])
+    if name in ("aten::mm", "aten::addmm", "aten::addmm_"):
+        a, b = (shapes[0], shapes[1]) if name == "aten::mm" else (shapes[1], shapes[2])
         return 2.0 * a[0] * a[1] * b[1]
     a, b = (shapes[1], shapes[2]) if name == "aten::baddbmm" else (shapes[0], shapes[1])
     return 2.0 * a[0] * a[1] * a[2] * b[2]

@@ -247,6 +247,18 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
         assert f"| {section} " in out, out
     assert re.search(r"256\^3 products in place: \d+-\d+ µs per call", out), out
     assert "--precision fp32" in out and "a lone fp32 256^3 matmul" in out, out
+    # The products the C++ calls, counted by the profiler, are the eager hand-written update's.
+    counted = re.search(r"the update's products: ([\d.]+) MFLOP, ([\d.]+) ms in place", out)
+    assert counted is not None, out
+    batches = profile_step.random_batches(batch_size=256, obs_dim=11, action_dim=3)
+    eager = profile_step.seeded_fast_learner(batch_size=256, obs_dim=11, action_dim=3)
+    first = profile_step.LEARNING_STARTS + 2
+    eager_mflop = fused_sections.product_mflop_per_update(eager, batches, range(first, first + 2))
+    assert abs(float(counted[1]) - eager_mflop) < 0.05 and eager_mflop > 500, (
+        counted[1],
+        eager_mflop,
+    )
+    assert 0 < float(counted[2]) < kinds["product"] + 0.01, out
     # --precision bf16: a batch of 64 is long enough for every 256-wide product to round.
     bf16 = ["--env", "Hopper-v4", "--batch-size", "64", "--rounds", "1", "--updates", "2",
             "--warmup", "1", "--precision", "bf16"]  # fmt: skip
