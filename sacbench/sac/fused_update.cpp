@@ -16,8 +16,8 @@
 // With `bf16_products` (--precision bf16) the long products round their operands to bfloat16 as
 // sacbench/sac/products.py does (`product` below); everything else stays float32.
 // The operators this file calls, one header each, not ATen/ATen.h: its declarations of every
-// operator (ATen/Functions.h) were half of the build's time. For the same reason no arithmetic
-// operators on tensors (ATen/TensorOperators.h includes them all): tensor methods instead.
+// operator (ATen/Functions.h) were about a fifth of the build's time. For the same reason, no
+// arithmetic operators on tensors (ATen/TensorOperators.h includes them all): tensor methods.
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/cpu/vec/vec.h>
