@@ -123,13 +123,19 @@ def section_rows(
     return rows
 
 
-def kind_rows(table: dict[str, tuple[float, int]], *, updates: int, update_ms: float) -> list:
+def kind_totals(table: dict[str, tuple[float, int]], *, updates: int) -> dict[str, float]:
+    """ms per update by kind of section (product, pass, optimizer, other)."""
     totals = dict.fromkeys(KINDS, 0.0)
     for name, (seconds, _) in table.items():
         kind = name.split(":")[0]
         if kind not in totals:
             raise ValueError(f"section {name!r} names no kind of {KINDS}")
         totals[kind] += seconds / updates * 1e3
+    return totals
+
+
+def kind_rows(table: dict[str, tuple[float, int]], *, updates: int, update_ms: float) -> list:
+    totals = kind_totals(table, updates=updates)
     rows = [[kind, ms, f"{ms / update_ms:.1%}"] for kind, ms in totals.items()]
     uncovered = update_ms - sum(totals.values())
     rows.append(["in no section (Python, C++ between sections)", uncovered,
@@ -180,8 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         f"section; a lone {options.precision} 256^3 matmul on warm operands: {lone_us:.0f} µs "
         f"({statistics.median(cube_us) / lone_us:.2f}x in place, median section)"
     )
-    product_ms = sum(seconds for name, (seconds, _) in table.items()
-                     if name.startswith("product:")) / updates * 1e3  # fmt: skip
+    product_ms = kind_totals(table, updates=updates)["product"]
     mflop = product_mflop_per_update(plain, batches, range(first, first + 2))
     lone_gflops = 2 * 256**3 / lone_us / 1e3
     at_lone_ms = mflop / lone_gflops
