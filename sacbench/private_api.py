@@ -60,6 +60,23 @@ def fused_adam_state(parameter: torch.Tensor) -> dict[str, torch.Tensor]:
     }
 
 
+def _undecorated_optimizer_method(name: str) -> Callable[..., Any]:
+    method = getattr(torch.optim.Optimizer, name)
+    return getattr(method, "__wrapped__", method)
+
+
+class AdamWithoutDynamoImport(torch.optim.Adam):
+    """torch.optim.Adam whose construction, state_dict() and load_state_dict() do not import
+    torch._dynamo. torch wraps those Optimizer methods in torch._disable_dynamo, which imports
+    torch._dynamo on their first call (1-2 s, more than a smoke run's training) only to keep
+    torch.compile from tracing them; sacbench never calls them in compiled code. The methods are
+    torch's own, without that wrapper, so state dicts are torch's."""
+
+    add_param_group = _undecorated_optimizer_method("add_param_group")
+    state_dict = _undecorated_optimizer_method("state_dict")
+    load_state_dict = _undecorated_optimizer_method("load_state_dict")
+
+
 def foreach_add_(tensors: list[torch.Tensor], value: float) -> None:
     torch._foreach_add_(tensors, value)
 
@@ -140,6 +157,23 @@ def _check_fused_adam() -> None:
     assert torch.equal(parameter, theirs.detach()), "fused_adam_ differs from Adam(fused=True)"
 
 
+def _check_adam_without_dynamo_import() -> None:
+    for name in ("add_param_group", "state_dict", "load_state_dict"):
+        method = getattr(AdamWithoutDynamoImport, name)
+        assert not hasattr(method, "__wrapped__"), f"Optimizer.{name} is wrapped twice"
+    parameter = torch.tensor([1.0, -2.0], requires_grad=True)
+    torchs = torch.optim.Adam([parameter], lr=0.1)
+    ours = AdamWithoutDynamoImport([parameter], lr=0.1)
+    assert ours.param_groups == torchs.param_groups, f"{ours.param_groups} != {torchs.param_groups}"
+    parameter.grad = torch.tensor([0.5, 0.25])
+    torchs.step()
+    ours.load_state_dict(torchs.state_dict())
+    saved, expected = ours.state_dict(), torchs.state_dict()
+    assert saved["param_groups"] == expected["param_groups"], "param_groups differ after a load"
+    for key, value in expected["state"][0].items():
+        assert torch.equal(saved["state"][0][key], value), f"state {key!r} differs after a load"
+
+
 def _check_foreach_lerp() -> None:
     targets = [torch.zeros(2)]
     foreach_lerp_(targets, [torch.ones(2)], 0.25)
@@ -192,6 +226,13 @@ CHECKS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[], None]], ...] = 
         "fused_adam_, foreach_add_, fused_adam_state",
         "sacbench.sac.adam",
         _check_fused_adam,
+    ),
+    (
+        "torch.optim.Optimizer's methods behind torch._disable_dynamo (__wrapped__)",
+        ("torch",),
+        "AdamWithoutDynamoImport",
+        "sacbench.sac.adam",
+        _check_adam_without_dynamo_import,
     ),
     (
         "torch._foreach_lerp_",

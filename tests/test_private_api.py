@@ -6,6 +6,8 @@ versions and the callers; the fix belongs in sacbench/private_api.py.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -102,3 +104,37 @@ def test_event_file_path_is_the_file_the_writer_writes(tmp_path: Path):
     writer.add_scalar("x", 1.0, 0)
     writer.close()
     assert list(tmp_path.iterdir()) == [path]
+
+
+# A whole fast-path training run (checkpoints and the final evaluation included), then a learner's
+# state saved and loaded as a resume loads it, all in one process that reports its modules.
+TRAIN_THEN_RELOAD = """
+import sys
+import numpy as np
+import torch
+from sacbench.sac.args import Args
+from sacbench.sac.learners import make_learner
+from sacbench.training.cli import main
+
+status = main(sys.argv[1:])
+bounds = np.ones(1, dtype=np.float32)
+learner = make_learner(
+    args=Args(), obs_dim=4, action_low=-bounds, action_high=bounds, device=torch.device("cpu")
+)
+learner.load_state_dict(learner.state_dict())
+print(status, "torch._dynamo" in sys.modules)
+"""
+
+
+def test_a_fast_path_training_process_never_imports_torch_dynamo(tmp_path: Path):
+    """Importing torch._dynamo costs a trainer 1-2 s at start, which every smoke run and test pays:
+    AdamWithoutDynamoImport keeps the optimizers' set-up, checkpoints and resume from doing it."""
+    args = ["--env-id", "InvertedPendulum-v4", "--run-dir", str(tmp_path / "run")]
+    args += ["--total-timesteps", "300", "--learning-starts", "200", "--batch-size", "32"]
+    args += ["--checkpoint-interval", "100", "--eval-episodes", "2"]
+    finished = subprocess.run(
+        [sys.executable, "-c", TRAIN_THEN_RELOAD, *args], capture_output=True, text=True
+    )
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.split()[-2:] == ["0", "False"], finished.stdout
+    assert (tmp_path / "run" / "complete.json").is_file()

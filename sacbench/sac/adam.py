@@ -3,7 +3,9 @@
 Both fast update formulations (sacbench.sac.autograd, sacbench.sac.handwritten) get
 their gradients as tuples rather than in .grad, and skip Optimizer.step's per-call bookkeeping
 (hooks, grouping by device, reading .grad), which costs more than the kernel for networks this
-small. The optimizers stay torch.optim.Adam objects, so their state_dict is torch's own.
+small. The optimizers stay torch.optim.Adam objects, so their state_dict is torch's own; they
+are built without importing torch._dynamo, which a training process otherwise spends 1-2 s on
+(private_api.AdamWithoutDynamoImport).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from sacbench import private_api
 
 def prepared_adam(parameters: list[torch.Tensor], *, lr: float) -> torch.optim.Adam:
     """torch's Adam (defaults) with its state created up front, for adam_step to advance."""
-    optimizer = torch.optim.Adam(parameters, lr=lr, fused=True)
+    optimizer = private_api.AdamWithoutDynamoImport(parameters, lr=lr, fused=True)
     create_missing_adam_state(optimizer)
     return optimizer
 
