@@ -8,6 +8,7 @@ no public equivalent.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.metadata
 import tempfile
 from collections.abc import Callable
@@ -139,6 +140,17 @@ def _versions(*packages: str) -> str:
     return ", ".join(f"{name} {importlib.metadata.version(name)}" for name in packages)
 
 
+# at::native::mkldnn_matmul(const Tensor&, const Tensor&, const Tensor&, float, float), as the C++
+# compiler names it: fused_update.cpp declares it (torch installs no header for it) and calls it.
+MKLDNN_MATMUL_SYMBOL = "_ZN2at6native13mkldnn_matmulERKNS_6TensorES3_S3_ff"
+
+
+def libtorch_cpu_exports(symbol: str) -> bool:
+    """Whether torch's CPU library exports `symbol` (a C++ name as the compiler mangles it)."""
+    (library,) = (Path(torch.__file__).parent / "lib").glob("libtorch_cpu.*")
+    return hasattr(ctypes.CDLL(str(library)), symbol)
+
+
 def _check_fused_adam() -> None:
     parameter, gradient = torch.tensor([1.0, -2.0]), torch.tensor([0.5, 0.25])
     theirs = parameter.clone().requires_grad_()
@@ -172,6 +184,10 @@ def _check_adam_without_dynamo_import() -> None:
     assert saved["param_groups"] == expected["param_groups"], "param_groups differ after a load"
     for key, value in expected["state"][0].items():
         assert torch.equal(saved["state"][0][key], value), f"state {key!r} differs after a load"
+
+
+def _check_mkldnn_matmul() -> None:
+    assert libtorch_cpu_exports(MKLDNN_MATMUL_SYMBOL), f"libtorch_cpu lacks {MKLDNN_MATMUL_SYMBOL}"
 
 
 def _check_foreach_lerp() -> None:
@@ -233,6 +249,13 @@ CHECKS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[], None]], ...] = 
         "AdamWithoutDynamoImport",
         "sacbench.sac.adam",
         _check_adam_without_dynamo_import,
+    ),
+    (
+        "at::native::mkldnn_matmul (a C++ function of libtorch_cpu with no installed header)",
+        ("torch",),
+        "MKLDNN_MATMUL_SYMBOL (and its declaration in sacbench/sac/fused_update.cpp)",
+        "sacbench.sac.fused (--fused-update, where its float32 products go through oneDNN)",
+        _check_mkldnn_matmul,
     ),
     (
         "torch._foreach_lerp_",

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,14 @@ import torch
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.fast_learner import FastLearner
-from sacbench.sac.fused import SOURCE, FusedFormulation, build_name
+from sacbench.sac.fused import (
+    FLOAT32_PRODUCTS_LIBRARIES,
+    FLOAT32_PRODUCTS_VARIABLE,
+    SOURCE,
+    FusedFormulation,
+    build_name,
+    float32_products_library,
+)
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.mixed_precision import native_bf16_products
 from sacbench.sac.products import MIN_ROUNDED_SIDE
@@ -33,6 +41,18 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def fused() -> FusedFormulation:
     return FusedFormulation.build()  # compiles on first use: needs g++ and ninja, as CI installs
+
+
+@pytest.fixture(params=FLOAT32_PRODUCTS_LIBRARIES)
+def products_library(request, fused) -> Iterator[str]:
+    """The fused update's float32 products through each library in turn, whichever this CPU
+    would choose (fused.float32_products_library)."""
+    chosen = fused.extension.float32_products()
+    fused.extension.set_float32_products(request.param)
+    try:
+        yield request.param
+    finally:
+        fused.extension.set_float32_products(chosen)
 
 
 def learner_with_shapes(obs_dim: int, action_dim: int, *, batch_size: int) -> FastLearner:
@@ -74,7 +94,9 @@ def assert_close_to_scale(
 
 @pytest.mark.parametrize(("obs_dim", "action_dim"), [(11, 3), (376, 17)])
 @pytest.mark.parametrize("alpha", [torch.tensor([0.2]), 0.05])
-def test_each_fused_step_computes_what_the_handwritten_step_does(fused, obs_dim, action_dim, alpha):
+def test_each_fused_step_computes_what_the_handwritten_step_does(
+    fused, products_library, obs_dim, action_dim, alpha
+):
     learner = learner_with_shapes(obs_dim, action_dim, batch_size=48)
     handwritten = HandwrittenFormulation()
     nets, batch = learner.networks, shaped_batch(obs_dim, action_dim, 48)
@@ -180,7 +202,7 @@ def assert_same_updates(ours: list[dict], theirs: list[dict]) -> None:
 
 @pytest.mark.parametrize(("autotune", "policy_frequency"), [(True, 2), (False, 2), (True, 3)])
 def test_one_call_per_step_updates_exactly_as_the_step_by_step_loop(
-    fused, autotune, policy_frequency
+    fused, products_library, autotune, policy_frequency
 ):
     """fused_update.cpp's `update` (one call per training step, Adam and the targets included)
     against FastLearner's own loop over the same fused steps: the same draws, kernels and order,
@@ -322,7 +344,9 @@ def test_the_trainers_args_choose_bf16_products_for_the_fused_update(fused):
 
 
 @pytest.mark.parametrize(("obs_dim", "action_dim", "rows"), [(11, 3, 1), (376, 17, 1), (11, 3, 5)])
-def test_fused_acting_draws_and_acts_as_the_eager_policy(fused, obs_dim, action_dim, rows):
+def test_fused_acting_draws_and_acts_as_the_eager_policy(
+    fused, products_library, obs_dim, action_dim, rows
+):
     """FastLearner.act with --fused-update (fused_update.cpp's `act`) against the eager policy's
     sample: the same draw (the generator left in the same state) and the same action to float32
     rounding, with an action scale and bias other than 1 and 0."""
@@ -471,4 +495,72 @@ def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing
     assert completed.returncode != 0
     assert "--fused-update compiles fused_update.cpp on first use and needs" in completed.stderr
     assert "a C++ compiler (c++ or g++) and ninja" in completed.stderr, completed.stderr
+    assert not run_dir.exists()
+
+
+def onednn_matmuls_in_one_update(fused: FusedFormulation, capfd) -> int:
+    """How many oneDNN matmul primitives one float32 training step (critic, actor and alpha
+    updates) executes, from oneDNN's own verbose log."""
+    learner = fused_learner(autotune=True, one_call=True, fused=fused)
+    torch.manual_seed(6)
+    capfd.readouterr()
+    with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+        fused_updates(learner, range(101, 102), policy_frequency=1)
+    log = capfd.readouterr().out
+    return sum("primitive,exec" in line and "matmul" in line for line in log.splitlines())
+
+
+def test_the_chosen_library_multiplies_the_fused_updates_float32_products(fused, capfd):
+    chosen = fused.extension.float32_products()
+    try:
+        counts = {}
+        for library in FLOAT32_PRODUCTS_LIBRARIES:
+            fused.extension.set_float32_products(library)
+            counts[library] = onednn_matmuls_in_one_update(fused, capfd)
+    finally:
+        fused.extension.set_float32_products(chosen)
+    assert counts["aten"] == 0
+    # Every product of a step with one actor update: the critic step's 16 (8 per member: its
+    # target's two layers and three weight or input gradients besides its own two forward
+    # layers) and the actor's, dozens in all.
+    assert counts["onednn"] >= 30, counts
+
+
+@pytest.mark.parametrize(
+    ("vendor", "flags", "expected"),
+    [
+        ("AuthenticAMD", "fpu sse avx2 fma avx512f avx512_bf16", "onednn"),  # Zen 4, Zen 5
+        ("AuthenticAMD", "fpu sse avx2 fma", "aten"),  # Zen 3: both libraries run AVX2 code
+        ("GenuineIntel", "fpu sse avx2 fma avx512f amx_bf16", "aten"),  # MKL's own AVX-512 code
+    ],
+)
+def test_the_cpu_chooses_the_float32_products_library(vendor, flags, expected):
+    cpuinfo = f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n"
+    assert float32_products_library(cpuinfo=cpuinfo, environ={}) == expected
+    for library in FLOAT32_PRODUCTS_LIBRARIES:  # the variable overrides the CPU's choice
+        environ = {FLOAT32_PRODUCTS_VARIABLE: library}
+        assert float32_products_library(cpuinfo=cpuinfo, environ=environ) == library
+    assert float32_products_library(cpuinfo="", environ={}) == "aten"  # no /proc/cpuinfo
+
+
+def test_an_unknown_float32_products_library_stops_the_trainer_before_its_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sacbench.train",
+            "--run-dir",
+            str(run_dir),
+            *SHORT_RUN,
+            "--fused-update",
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"},
+    )
+    assert completed.returncode != 0
+    assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'mkl'; it must be one of aten, onednn" in (
+        completed.stderr
+    ), completed.stderr
     assert not run_dir.exists()

@@ -32,6 +32,14 @@ def test_a_dropped_api_is_reported_with_the_package_version(monkeypatch):
     assert "sacbench.sac.adam" in problem and "sacbench.private_api.fused_adam_" in problem
 
 
+def test_a_cpp_function_torch_no_longer_exports_is_reported(monkeypatch):
+    monkeypatch.setattr(private_api, "MKLDNN_MATMUL_SYMBOL", "_ZN2at6native14mkldnn_matmulxEv")
+    (problem,) = private_api.missing()
+    assert problem.startswith("at::native::mkldnn_matmul")
+    assert "libtorch_cpu lacks _ZN2at6native14mkldnn_matmulxEv" in problem
+    assert "sacbench/sac/fused_update.cpp" in problem
+
+
 def test_fused_adam_matches_torch_fused_adam_over_several_steps():
     torch.manual_seed(0)
     ours = [torch.randn(4, 3), torch.randn(3)]

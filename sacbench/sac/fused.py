@@ -1,17 +1,18 @@
 """The hand-written update with its elementwise work fused, in C++ (`--fused-update`).
 
 fused_update.cpp computes every step of sacbench.sac.handwritten's formulation (the critic step,
-the actor's forward passes, the actor step, the alpha loss's log-probabilities) and the actions
-the training loop acts with, with the same matrix products (ATen's, i.e. MKL's on a CPU), one
-critic member at a time so that each [B, 256] activation is still in the core's L2 cache when the
-pass after its product reads it, and every chain of elementwise work between two products fused
-into one pass (its exp, tanh and log vectorized as torch's own kernels are). Each training step
-is one call of its `update`, which also runs the Adam steps (torch's fused Adam kernel, on the
-optimizers' own state tensors) and the target update, with the same random draws in the same
-order as FastLearner's loop over this module's FusedFormulation. Only summation orders differ
-from the hand-written path (float32 rounding; tests/test_fused.py). With `bf16_products`
-(--precision bf16) its long products round their operands to bfloat16 where
-HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and nothing else.
+the actor's forward passes, the actor step, the alpha loss's log-probabilities) and the actions the
+training loop acts with, with the same matrix products (ATen's, i.e. MKL's on a CPU, or oneDNN's
+where float32_products_library chooses it), one critic member at a time so that each [B, 256]
+activation is still in the core's L2 cache when the pass after its product reads it, and every
+chain of elementwise work between two products fused into one pass (its exp, tanh and log
+vectorized as torch's own kernels are). Each training step is one call of its `update`, which also
+runs the Adam steps (torch's fused Adam kernel, on the optimizers' own state tensors) and the
+target update, with the same random draws in the same order as FastLearner's loop over this
+module's FusedFormulation. Only summation orders differ from the hand-written path (float32
+rounding; tests/test_fused.py). With `bf16_products` (--precision bf16) its long products round
+their operands to bfloat16 where HandwrittenFormulation(torch.bfloat16) rounds them
+(sacbench.sac.products), and nothing else.
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler and ninja; 20-40 seconds), and kept under $TORCH_EXTENSIONS_DIR (by default
@@ -24,8 +25,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import platform
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -88,6 +91,38 @@ def build_name(source: Path, flags: list[str], *, section_times: bool = False) -
     return f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}"
 
 
+FLOAT32_PRODUCTS_VARIABLE = "SACBENCH_FLOAT32_PRODUCTS"
+FLOAT32_PRODUCTS_LIBRARIES = ("aten", "onednn")
+
+
+def float32_products_library(
+    *, cpuinfo: str | None = None, environ: Mapping[str, str] | None = None
+) -> str:
+    """Which library multiplies the fused update's float32 products: "aten" (ATen's, MKL's on x86,
+    as on the eager path) or "onednn" (oneDNN's matmul primitive, through the same libtorch).
+    $SACBENCH_FLOAT32_PRODUCTS decides where it is set (benchmarks time one against the other).
+    Otherwise oneDNN on an x86 CPU with AVX-512 that is not Intel's: MKL runs its AVX-512 kernels
+    on Intel CPUs only, and on AMD Zen 5 its products ran at half oneDNN's rate; everywhere else
+    ATen. Only the order of the products' sums differs between the two (float32 rounding)."""
+    environ = os.environ if environ is None else environ
+    chosen = environ.get(FLOAT32_PRODUCTS_VARIABLE)
+    if chosen is not None:
+        if chosen not in FLOAT32_PRODUCTS_LIBRARIES:
+            raise ValueError(
+                f"${FLOAT32_PRODUCTS_VARIABLE} is {chosen!r}; it must be one of "
+                f"{', '.join(FLOAT32_PRODUCTS_LIBRARIES)} (or unset: chosen by the CPU)"
+            )
+        return chosen
+    if cpuinfo is None:
+        path = Path("/proc/cpuinfo")
+        cpuinfo = path.read_text() if path.exists() else ""
+    lines = cpuinfo.splitlines()
+    vendor = next((line.split(":", 1)[1].strip() for line in lines
+                   if line.startswith("vendor_id")), "")  # fmt: skip
+    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
+    return "onednn" if vendor and vendor != "GenuineIntel" and "avx512f" in flags else "aten"
+
+
 @functools.cache
 def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
@@ -101,15 +136,18 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
         )
     from torch.utils.cpp_extension import load
 
+    library = float32_products_library()
     flags = compiler_flags(section_times=section_times)
     try:
-        return load(
+        extension = load(
             build_name(SOURCE, flags, section_times=section_times),
             sources=[str(SOURCE)],
             extra_cflags=flags,
         )
     except (RuntimeError, OSError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
+    extension.set_float32_products(library)
+    return extension
 
 
 def actor_tensors(actor: Actor) -> list[torch.Tensor]:

@@ -1,6 +1,7 @@
 // The fast path's hand-written update (sacbench/sac/handwritten.py) in C++, for --fused-update
 // (sacbench/sac/fused.py builds it for the CPU it runs on and calls it). The same products as the
-// eager path (ATen's, i.e. MKL's), but:
+// eager path (ATen's, i.e. MKL's; or oneDNN's where fused.py chooses it, `float32_product_out`
+// below), but:
 // - the critics one member at a time, so that each [B, 256] activation (256 KiB) is still in the
 //   core's L2 cache (512 KiB on Zen 3) when the pass after its product reads it;
 // - every chain of elementwise work between two products as one pass: bias and ReLU after a
@@ -39,15 +40,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 #include <vector>
 
 #ifdef SACBENCH_SECTION_TIMES
 #include <chrono>
 #include <map>
-#include <string>
 #include <utility>
 #endif
+
+// Defined in libtorch_cpu (ATen/native/mkldnn/Matmul.cpp) and exported, but not among torch's
+// installed headers: result = beta * result + alpha * (mat1 @ mat2), by oneDNN's matmul primitive.
+// sacbench/private_api.py checks that it is still there and computes that.
+namespace at::native {
+void mkldnn_matmul(const at::Tensor& mat1, const at::Tensor& mat2, const at::Tensor& result,
+                   float beta, float alpha);
+}  // namespace at::native
 
 namespace {
 
@@ -81,6 +90,45 @@ struct Section {
 };
 #endif
 
+// Which library multiplies the float32 products. ATen's float32 products on x86 are MKL's, and MKL
+// runs its AVX-512 kernels on Intel CPUs only: on AMD Zen 5, whose cores execute 512-bit FMAs at
+// full width, its 256^3 product ran at half oneDNN's rate (docs/performance.md). oneDNN chooses its
+// kernels by instruction set, not vendor. fused.py sets this once, at load (set_float32_products).
+bool onednn_float32_products = false;
+
+// The row counts of the actor step's gathered products are rounded up to this multiple where
+// oneDNN multiplies them (actor_step).
+constexpr int64_t kGatheredRowBlock = 32;
+
+// out = left @ right, or with `accumulate` out += left @ right: float32 matrices (views allowed;
+// out dense).
+void float32_product_out(Tensor& out, const Tensor& left, const Tensor& right,
+                         bool accumulate = false) {
+  if (!onednn_float32_products || left.numel() == 0 || right.numel() == 0) {
+    if (accumulate) {
+      out.addmm_(left, right);
+    } else {
+      at::mm_out(out, left, right);
+    }
+    return;
+  }
+  at::native::mkldnn_matmul(left, right, out, accumulate ? 1.f : 0.f, 1.f);
+}
+
+Tensor float32_product(const Tensor& left, const Tensor& right) {
+  Tensor out = at::empty({left.size(0), right.size(1)}, left.options());
+  float32_product_out(out, left, right);
+  return out;
+}
+
+// addend + left @ right, the addend (a row vector or a matrix) broadcast over the result's rows.
+Tensor affine(const Tensor& addend, const Tensor& left, const Tensor& right) {
+  if (!onednn_float32_products) return at::addmm(addend, left, right);
+  Tensor out = addend.expand({left.size(0), right.size(1)}).contiguous();
+  float32_product_out(out, left, right, /*accumulate=*/true);
+  return out;
+}
+
 template <class Work>
 auto timed(const char* name, Work&& work) {
   const Section section(name);
@@ -113,19 +161,29 @@ float* data(const Tensor& tensor) { return tensor.data_ptr<float>(); }
 // operands would cost about what the product saves).
 constexpr int64_t kMinRoundedSide = 64;
 
+// Whether a [rows, inner] x [inner, columns] product rounds its operands.
+bool rounds(int64_t rows, int64_t inner, int64_t columns, bool bf16_products) {
+  return bf16_products && std::min({rows, inner, columns}) >= kMinRoundedSide;
+}
+
 bool rounds(const Tensor& left, const Tensor& right, bool bf16_products) {
-  return bf16_products &&
-         std::min({left.size(-2), left.size(-1), right.size(-1)}) >= kMinRoundedSide;
+  return rounds(left.size(-2), left.size(-1), right.size(-1), bf16_products);
 }
 
 // left @ right (matrices, or batches of them), as sacbench.sac.products.product computes it: the
 // float32 product, or with bf16_products and long sides the bfloat16 product of the rounded
 // operands (its result bfloat16, as torch returns it) widened to float32.
-Tensor product(const Tensor& left, const Tensor& right, bool bf16_products) {
-  if (rounds(left, right, bf16_products)) {
+Tensor product(const Tensor& left, const Tensor& right, bool bf16_products,
+               bool rounded_operands) {
+  if (rounded_operands) {
     return at::matmul(left.to(at::kBFloat16), right.to(at::kBFloat16)).to(at::kFloat);
   }
+  if (left.dim() == 2 && right.dim() == 2) return float32_product(left, right);
   return at::matmul(left, right);
+}
+
+Tensor product(const Tensor& left, const Tensor& right, bool bf16_products) {
+  return product(left, right, bf16_products, rounds(left, right, bf16_products));
 }
 
 // product() written into `out` (a dense float32 matrix, or a view of one).
@@ -133,7 +191,7 @@ void product_out(Tensor& out, const Tensor& left, const Tensor& right, bool bf16
   if (rounds(left, right, bf16_products)) {
     out.copy_(at::mm(left.to(at::kBFloat16), right.to(at::kBFloat16)));
   } else {
-    at::mm_out(out, left, right);
+    float32_product_out(out, left, right);
   }
 }
 
@@ -292,8 +350,8 @@ PolicyForward policy_forward_of(const Actor& actor, const Tensor& observations,
   timed("pass: bias + ReLU",
         [&] { add_bias_relu(data(out.hidden2), data(actor.b2), rows, out.hidden2.size(1)); });
   timed("product: actor heads (n = act, 2 products)", [&] {
-    out.mean = at::addmm(actor.b_mean, out.hidden2, actor.w_mean.t());
-    out.log_std_tanh = at::addmm(actor.b_log_std, out.hidden2, actor.w_log_std.t());
+    out.mean = affine(actor.b_mean, out.hidden2, actor.w_mean.t());
+    out.log_std_tanh = affine(actor.b_log_std, out.hidden2, actor.w_log_std.t());
   });
   const Section section("pass: tanh + log-std range");
   out.log_std = at::empty_like(out.mean);
@@ -539,8 +597,9 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   for (int64_t member = 0; member < members; ++member) {
     Tensor first = hidden1[member], second = hidden2[member];
     timed("product: critic layer 1, action part (k = act)", [&] {
-      at::addmm_out(first, observation_part[member], action,
-                    critic.w1[member].narrow(0, obs_dim, action_dim));
+      first.copy_(observation_part[member]);
+      float32_product_out(first, action, critic.w1[member].narrow(0, obs_dim, action_dim),
+                          /*accumulate=*/true);
     });
     timed("pass: bias + ReLU", [&] { add_bias_relu(data(first), nullptr, rows, width); });
     timed("product: critic layer 2 (256^3)",
@@ -571,7 +630,18 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     if (count == 0) continue;
     const float* w_out = data(critic.w3[member]);
     const float *h1 = data(hidden1[member]), *h2 = data(hidden2[member]);
-    Tensor d_hidden2 = at::empty({count, width}, options);
+    // oneDNN (the float32 products where chosen, the bfloat16 ones always) builds and keeps a
+    // kernel for each shape it multiplies, and the gathered row count changes from update to
+    // update: rounded up to a multiple of kGatheredRowBlock with zero rows (whose results nothing
+    // reads), a few shapes serve every update instead of a hundred (docs/performance.md). Whether
+    // the product rounds its operands still follows the gathered rows, as on the eager path.
+    const int64_t padded = onednn_float32_products || bf16_products
+                               ? (count + kGatheredRowBlock - 1) / kGatheredRowBlock *
+                                     kGatheredRowBlock
+                               : count;
+    const bool rounded_operands = rounds(count, width, critic.w2.size(1), bf16_products);
+    Tensor d_hidden2 = at::empty({padded, width}, options);
+    d_hidden2.narrow(0, count, padded - count).zero_();
     float* d_hidden2_rows = data(d_hidden2);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h2 + picked[i] * width;
@@ -580,7 +650,7 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     }
     Tensor d_hidden1 = timed("product: critic layer 2 input gradient, smaller critic's rows",
                              [&] { return product(d_hidden2, critic.w2[member].t(),
-                                                  bf16_products); });
+                                                  bf16_products, rounded_operands); });
     float* d_hidden1_rows = data(d_hidden1);
     for (int64_t i = 0; i < count; ++i) {
       const float* h = h1 + picked[i] * width;
@@ -589,12 +659,12 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     }
     // [A, rows] rather than [rows, A]: the faster orientation (handwritten.py says why).
     const Tensor transposed = timed("product: action gradient (m = act)", [&] {
-      return at::mm(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
+      return float32_product(critic.w1[member].narrow(0, obs_dim, action_dim), d_hidden1.t());
     });
     const float* columns = data(transposed);
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t a = 0; a < action_dim; ++a) {
-        action_gradient_rows[picked[i] * action_dim + a] = columns[a * count + i];
+        action_gradient_rows[picked[i] * action_dim + a] = columns[a * padded + i];
       }
     }
   }
@@ -624,8 +694,9 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
     }
   });
   Tensor d_hidden2 = timed("product: actor heads input gradient (k = act, 2 products)", [&] {
-    Tensor gradient = at::mm(d_mean, actor.w_mean);
-    return gradient.addmm_(d_head, actor.w_log_std);
+    Tensor gradient = float32_product(d_mean, actor.w_mean);
+    float32_product_out(gradient, d_head, actor.w_log_std, /*accumulate=*/true);
+    return gradient;
   });
   const int64_t hidden = d_hidden2.size(1);
   Tensor d_b2 = at::empty({hidden}, options), d_b1 = at::empty({hidden}, options);
@@ -642,8 +713,8 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   const Tensor d_w2 = timed("product: actor layer 2 weight gradient (256^3)",
                             [&] { return product(d_hidden2.t(), policy.hidden1, bf16_products); });
   return timed("product: actor heads weight gradients (m = act, 2 products)", [&] {
-    return std::vector<Tensor>{d_w1, d_b1, d_w2, d_b2, at::mm(d_mean.t(), policy.hidden2),
-                               d_mean.sum(0), at::mm(d_head.t(), policy.hidden2),
+    return std::vector<Tensor>{d_w1, d_b1, d_w2, d_b2, float32_product(d_mean.t(), policy.hidden2),
+                               d_mean.sum(0), float32_product(d_head.t(), policy.hidden2),
                                d_head.sum(0), actor_loss};
   });
 }
@@ -779,6 +850,15 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
   return {metrics, actor_loss, alpha_loss, alpha};
 }
 
+// "aten" (ATen's float32 products: MKL's on x86) or "onednn" (oneDNN's matmul primitive).
+void set_float32_products(const std::string& library) {
+  TORCH_CHECK(library == "aten" || library == "onednn",
+              "float32 products: \"aten\" or \"onednn\", not \"", library, "\"");
+  onednn_float32_products = library == "onednn";
+}
+
+std::string float32_products() { return onednn_float32_products ? "onednn" : "aten"; }
+
 #ifdef SACBENCH_SECTION_TIMES
 // {section: (seconds, calls)} since the last reset (benchmarks/fused_sections.py).
 std::map<std::string, std::pair<double, int64_t>> section_times() { return section_table; }
@@ -792,6 +872,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
   module.def("act", &act, "the policy's actions: its forward pass and one squashed sample");
   module.def("update", &update, "one training step's updates in one call (see update)");
+  module.def("set_float32_products", &set_float32_products,
+             "which library multiplies the float32 products: \"aten\" or \"onednn\"");
+  module.def("float32_products", &float32_products, "the library set_float32_products chose");
 #ifdef SACBENCH_SECTION_TIMES
   module.def("section_times", &section_times, "{section: (seconds, calls)} since the reset");
   module.def("reset_section_times", &reset_section_times, "empties the section table");
