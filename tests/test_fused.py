@@ -474,24 +474,21 @@ def test_fused_update_with_bf16_products_trains_a_real_run(tmp_path, fused):
     assert warned == (not native_bf16_products(CPU)), trained.stderr
 
 
+def train_with_fused_update(
+    run_dir: Path, environment: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """A short `python -m sacbench.train --fused-update` run in its own process."""
+    command = [sys.executable, "-m", "sacbench.train", "--run-dir", str(run_dir), *SHORT_RUN]
+    return subprocess.run(
+        [*command, "--fused-update"], capture_output=True, text=True, env=environment
+    )
+
+
 def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing(tmp_path):
     venv_bin = str(Path(sys.executable).parent)  # python, but no g++ and no ninja
     environment = {**os.environ, "PATH": venv_bin}
     run_dir = tmp_path / "run"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sacbench.train",
-            "--run-dir",
-            str(run_dir),
-            *SHORT_RUN,
-            "--fused-update",
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env=environment,
-    )
+    completed = train_with_fused_update(run_dir, environment)
     assert completed.returncode != 0
     assert "--fused-update compiles fused_update.cpp on first use and needs" in completed.stderr
     assert "a C++ compiler (c++ or g++) and ninja" in completed.stderr, completed.stderr
@@ -545,20 +542,7 @@ def test_the_cpu_chooses_the_float32_products_library(vendor, flags, expected):
 
 def test_an_unknown_float32_products_library_stops_the_trainer_before_its_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sacbench.train",
-            "--run-dir",
-            str(run_dir),
-            *SHORT_RUN,
-            "--fused-update",
-        ],  # fmt: skip
-        capture_output=True,
-        text=True,
-        env={**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"},
-    )
+    completed = train_with_fused_update(run_dir, {**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"})
     assert completed.returncode != 0
     assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'mkl'; it must be one of aten, onednn" in (
         completed.stderr
