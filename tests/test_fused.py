@@ -361,6 +361,9 @@ def test_fused_acting_draws_and_acts_as_the_eager_policy(
         next_draws.append(torch.randn(2))
     assert actions[0].shape == (rows, action_dim)
     torch.testing.assert_close(actions[0], actions[1], rtol=0, atol=1e-6)
+    # Acting reads the actor and writes nothing of it (a one-row head once summed into its bias).
+    for mine, other in zip(learner.actor.parameters(), eager.actor.parameters(), strict=True):
+        assert torch.equal(mine, other)
     torch.testing.assert_close(next_draws[0], next_draws[1], rtol=0, atol=0)
     torch.manual_seed(12)  # control: another draw is another action, beyond the tolerance
     assert (learner.act(observations) - actions[1]).abs().max() > 1e-3

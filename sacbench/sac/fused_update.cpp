@@ -124,7 +124,9 @@ Tensor float32_product(const Tensor& left, const Tensor& right) {
 // addend + left @ right, the addend (a row vector or a matrix) broadcast over the result's rows.
 Tensor affine(const Tensor& addend, const Tensor& left, const Tensor& right) {
   if (!onednn_float32_products) return at::addmm(addend, left, right);
-  Tensor out = addend.expand({left.size(0), right.size(1)}).contiguous();
+  // A fresh tensor: expand(...).contiguous() of a one-row result would be the addend itself.
+  Tensor out = at::empty({left.size(0), right.size(1)}, left.options());
+  out.copy_(addend.expand({left.size(0), right.size(1)}));
   float32_product_out(out, left, right, /*accumulate=*/true);
   return out;
 }
