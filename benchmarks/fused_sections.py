@@ -28,6 +28,7 @@ is a bfloat16 one on operands already rounded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -39,7 +40,11 @@ from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
 from sacbench.sac.fast_learner import FastLearner
-from sacbench.sac.fused import FusedFormulation, fused_update_extension
+from sacbench.sac.fused import (
+    FusedFormulation,
+    float32_products_through,
+    fused_update_extension,
+)
 from sacbench.training.envs import env_spaces
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
@@ -103,8 +108,14 @@ def lone_cube_matmul_us(dtype: torch.dtype = torch.float32) -> float:
 def product_mflop_per_update(learner: FastLearner, batches: list, steps: range) -> float:
     """The matrix-product work of the learner's updates over `steps`, per update: every ATen
     product they call, counted from its shapes (torch.profiler records the calls the C++ makes
-    too). With CleanRL's schedule, count an even number of steps."""
-    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
+    too). With CleanRL's schedule, count an even number of steps. The products run through ATen
+    while counted: the profiler does not see oneDNN's, which the C++ calls directly where
+    fused.float32_products_library chooses them (the work is the same)."""
+    extension = getattr(learner.formulation, "extension", None)  # None: an eager learner
+    products = (
+        float32_products_through(extension, "aten") if extension else contextlib.nullcontext()
+    )
+    with products, profile(activities=[ProfilerActivity.CPU], record_shapes=True) as profiler:
         run_updates(learner, batches, steps)
     flop = 0.0
     for event in profiler.events():
@@ -171,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     lone_us = lone_cube_matmul_us(torch.bfloat16 if bf16 else torch.float32)
     print(f"{options.env} shapes (obs {shapes['obs_dim']}, act {shapes['action_dim']}), batch "
           f"{options.batch_size}, 1 thread, --fused-update (one call per training step), "
-          f"--precision {options.precision}, {options.rounds} rounds of {options.updates} "
+          f"--precision {options.precision}, float32 products through "
+          f"{timed_build.float32_products()}, {options.rounds} rounds of {options.updates} "
           "updates")  # fmt: skip
     print(tabulate(section_rows(table, updates=updates, update_ms=update_ms),
                    headers=["section", "ms / update", "calls / update", "µs / call", "share"],

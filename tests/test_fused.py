@@ -29,6 +29,7 @@ from sacbench.sac.fused import (
     FusedFormulation,
     build_name,
     float32_products_library,
+    float32_products_through,
 )
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.mixed_precision import native_bf16_products
@@ -47,12 +48,8 @@ def fused() -> FusedFormulation:
 def products_library(request, fused) -> Iterator[str]:
     """The fused update's float32 products through each library in turn, whichever this CPU
     would choose (fused.float32_products_library)."""
-    chosen = fused.extension.float32_products()
-    fused.extension.set_float32_products(request.param)
-    try:
+    with float32_products_through(fused.extension, request.param):
         yield request.param
-    finally:
-        fused.extension.set_float32_products(chosen)
 
 
 def learner_with_shapes(obs_dim: int, action_dim: int, *, batch_size: int) -> FastLearner:
@@ -511,14 +508,10 @@ def onednn_matmuls_in_one_update(fused: FusedFormulation, capfd) -> int:
 
 
 def test_the_chosen_library_multiplies_the_fused_updates_float32_products(fused, capfd):
-    chosen = fused.extension.float32_products()
-    try:
-        counts = {}
-        for library in FLOAT32_PRODUCTS_LIBRARIES:
-            fused.extension.set_float32_products(library)
+    counts = {}
+    for library in FLOAT32_PRODUCTS_LIBRARIES:
+        with float32_products_through(fused.extension, library):
             counts[library] = onednn_matmuls_in_one_update(fused, capfd)
-    finally:
-        fused.extension.set_float32_products(chosen)
     assert counts["aten"] == 0
     # Every product of a step with one actor update: the critic step's 16 (8 per member: its
     # target's two layers and three weight or input gradients besides its own two forward

@@ -23,12 +23,13 @@ CPU tensors only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import platform
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -121,6 +122,18 @@ def float32_products_library(
                    if line.startswith("vendor_id")), "")  # fmt: skip
     flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
     return "onednn" if vendor and vendor != "GenuineIntel" and "avx512f" in flags else "aten"
+
+
+@contextlib.contextmanager
+def float32_products_through(extension: Any, library: str) -> Iterator[None]:
+    """The extension's float32 products through `library` ("aten" or "onednn") in the block, then
+    through the library chosen before (tests and benchmarks compare or profile the two)."""
+    chosen = extension.float32_products()
+    extension.set_float32_products(library)
+    try:
+        yield
+    finally:
+        extension.set_float32_products(chosen)
 
 
 @functools.cache
