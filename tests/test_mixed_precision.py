@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -14,7 +12,6 @@ from benchmarks import profile_step
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, recorded_run_args, run_defining_args, validate_args
 from sacbench.sac.fast_learner import FastLearner
-from sacbench.sac.mixed_precision import native_bf16_products
 from sacbench.sac.products import MIN_ROUNDED_SIDE, affine, product
 from sacbench.sac.reference_learner import ReferenceLearner
 
@@ -207,15 +204,3 @@ def test_bad_precision_arguments_are_named():
     assert "--precision bf16" in problem and "--update-path fast" in problem
     (problem,) = validate_args(Args(precision="fp16"))  # type: ignore[arg-type]
     assert "--precision" in problem and "'fp16'" in problem
-
-
-def test_native_bf16_is_read_from_the_cpu_flags(tmp_path: Path):
-    def cpu_with(flags: str) -> bool:
-        cpuinfo = tmp_path / "cpuinfo"
-        cpuinfo.write_text(f"processor\t: 0\nflags\t\t: fpu sse2 {flags}\n\nprocessor\t: 1\n")
-        return native_bf16_products(CPU, cpuinfo=cpuinfo)
-
-    assert cpu_with("avx2 avx512f avx512_bf16")  # AMD Zen 4, Intel Cooper Lake
-    assert cpu_with("avx512f amx_bf16 amx_tile")  # Intel Sapphire Rapids and later
-    assert not cpu_with("avx2 fma")  # AMD Zen 3: torch emulates bfloat16 products
-    assert not native_bf16_products(CPU, cpuinfo=tmp_path / "absent")

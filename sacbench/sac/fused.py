@@ -37,6 +37,7 @@ from typing import Any, cast
 import torch
 
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor, Batch, alpha_loss_fn
+from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.formulation import ActorPass, FastNetworks, Policy
 from sacbench.sac.policy import HALF_LOG_2PI, LOG_STD_HALF_RANGE, PolicyForward
 
@@ -99,29 +100,30 @@ FLOAT32_PRODUCTS_LIBRARIES = ("aten", "onednn")
 def float32_products_library(
     *, cpuinfo: str | None = None, environ: Mapping[str, str] | None = None
 ) -> str:
-    """Which library multiplies the fused update's float32 products: "aten" (ATen's, MKL's on x86,
-    as on the eager path) or "onednn" (oneDNN's matmul primitive, through the same libtorch).
-    $SACBENCH_FLOAT32_PRODUCTS decides where it is set (benchmarks time one against the other).
-    Otherwise oneDNN on an x86 CPU with AVX-512 that is not Intel's: MKL runs its AVX-512 kernels
-    on Intel CPUs only, and on AMD Zen 5 its products ran at half oneDNN's rate; everywhere else
-    ATen. Only the order of the products' sums differs between the two (float32 rounding)."""
+    """Which library multiplies the fused update's float32 products: "onednn" (oneDNN's matmul
+    primitive, through libtorch) wherever the CPU's flags let it run, else "aten" (ATen's, MKL's
+    on x86, as on the eager path). On AMD Zen 5 oneDNN's products ran at twice MKL's rate, MKL
+    keeping its AVX-512 kernels for Intel's CPUs; on an AVX2-only CPU oneDNN's matmul does not
+    run at all. $SACBENCH_FLOAT32_PRODUCTS chooses instead where it is set (benchmarks time one
+    against the other); a library this CPU cannot run is refused, naming the flags it lacks.
+    Only the order of the products' sums differs between the two (float32 rounding)."""
     environ = os.environ if environ is None else environ
+    flags = cpu_flags(read_cpuinfo() if cpuinfo is None else cpuinfo)
+    missing = onednn_matmul_missing(flags)
     chosen = environ.get(FLOAT32_PRODUCTS_VARIABLE)
-    if chosen is not None:
-        if chosen not in FLOAT32_PRODUCTS_LIBRARIES:
-            raise ValueError(
-                f"${FLOAT32_PRODUCTS_VARIABLE} is {chosen!r}; it must be one of "
-                f"{', '.join(FLOAT32_PRODUCTS_LIBRARIES)} (or unset: chosen by the CPU)"
-            )
-        return chosen
-    if cpuinfo is None:
-        path = Path("/proc/cpuinfo")
-        cpuinfo = path.read_text() if path.exists() else ""
-    lines = cpuinfo.splitlines()
-    vendor = next((line.split(":", 1)[1].strip() for line in lines
-                   if line.startswith("vendor_id")), "")  # fmt: skip
-    flags = next((line.split(":", 1)[1].split() for line in lines if line.startswith("flags")), [])
-    return "onednn" if vendor and vendor != "GenuineIntel" and "avx512f" in flags else "aten"
+    if chosen is None:
+        return "aten" if missing else "onednn"
+    if chosen not in FLOAT32_PRODUCTS_LIBRARIES:
+        raise ValueError(
+            f"${FLOAT32_PRODUCTS_VARIABLE} is {chosen!r}; it must be one of "
+            f"{', '.join(FLOAT32_PRODUCTS_LIBRARIES)} (or unset: chosen by the CPU)"
+        )
+    if chosen == "onednn" and missing:
+        raise ValueError(
+            f"${FLOAT32_PRODUCTS_VARIABLE} is 'onednn', but oneDNN's matmul cannot run on this "
+            f"CPU: its /proc/cpuinfo flags lack {missing}; unset it or set it to 'aten'"
+        )
+    return chosen
 
 
 @contextlib.contextmanager

@@ -26,27 +26,15 @@ from pathlib import Path
 import torch
 
 from sacbench.sac.algorithm import Batch
+from sacbench.sac.cpu_features import CPUINFO, cpu_flags, has_native_bf16, read_cpuinfo
 from sacbench.sac.formulation import ActorPass, FastNetworks, Formulation, Policy
 
-# /proc/cpuinfo flags of x86 CPUs that multiply bfloat16 in hardware.
-NATIVE_BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
-
-def native_bf16_products(device: torch.device, *, cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+def native_bf16_products(device: torch.device, *, cpuinfo: Path = CPUINFO) -> bool:
     """Whether `device` multiplies bfloat16 matrices in hardware (False when it cannot tell)."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    try:
-        text = cpuinfo.read_text()
-    except OSError:
-        return False
-    flags = {
-        flag
-        for line in text.splitlines()
-        if line.startswith("flags")
-        for flag in line.partition(":")[2].split()
-    }
-    return bool(flags & NATIVE_BF16_CPU_FLAGS)
+    return has_native_bf16(cpu_flags(read_cpuinfo(cpuinfo)))
 
 
 class MixedPrecision:

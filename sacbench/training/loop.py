@@ -21,9 +21,10 @@ import torch
 
 from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args
+from sacbench.sac.cpu_features import NATIVE_BF16_FLAGS
 from sacbench.sac.fused import fused_update_extension
 from sacbench.sac.learners import Learner, make_learner
-from sacbench.sac.mixed_precision import NATIVE_BF16_CPU_FLAGS, native_bf16_products
+from sacbench.sac.mixed_precision import native_bf16_products
 from sacbench.training.envs import (
     Transition,
     check_env_id,
@@ -86,7 +87,7 @@ def train(args: Args) -> int:
     if args.precision == "bf16" and not native_bf16_products(device):
         warnings.warn(
             f"--precision bf16: this machine's {device.type} has no bfloat16 matrix units (a "
-            f"CPU needs {' or '.join(sorted(NATIVE_BF16_CPU_FLAGS))} among its /proc/cpuinfo "
+            f"CPU needs {' or '.join(sorted(NATIVE_BF16_FLAGS))} among its /proc/cpuinfo "
             "flags, a GPU compute capability 8.0), so torch emulates the products and they run "
             "slower than with --precision fp32",
             stacklevel=2,
