@@ -105,10 +105,10 @@ def test_variant_overrides_stay_sparse_and_win_over_train():
     assert list(big) == [name for name in CONFIGURABLE_ARGS if name in big]
 
 
-def test_readme_bf16_variant_is_a_valid_config_that_trains_with_bf16_products():
-    readme = (REPO / "README.md").read_text()
+def test_documented_bf16_variant_is_a_valid_config_that_trains_with_bf16_products():
+    page = (REPO / "docs" / "variants.md").read_text()
     (block,) = [
-        text for text in re.findall(r"```yaml\n(.*?)```", readme, flags=re.S) if "sac_bf16" in text
+        text for text in re.findall(r"```yaml\n(.*?)```", page, flags=re.S) if "sac_bf16" in text
     ]
     config = validated_config(yaml.safe_load(block), schema=SCHEMA)
     assert "--precision bf16" in trainer_cli(trainer_args(config, variant="sac_bf16"))

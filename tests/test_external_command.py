@@ -261,7 +261,7 @@ PIPELINE_CONFIG = {
               "buffer_size": 1600, "checkpoint_interval": 1000},
     "variants": {"sac_continuous_action": {}},
 }  # fmt: skip
-SIDE_BY_SIDE = "snakemake --cores 18 --configfile cleanrl.yaml"  # the README's command
+SIDE_BY_SIDE = "snakemake --cores 18 --configfile cleanrl.yaml"  # docs/variants.md's command
 COMMAND_RUN = "results/runs/cleanrl/Pusher-v4/1"
 
 
@@ -438,7 +438,7 @@ CLEANRL_PYTHON = os.environ.get("SACBENCH_CLEANRL_PYTHON")
 @pytest.mark.skipif(
     not (CLEANRL_CHECKOUT and CLEANRL_PYTHON),
     reason="set SACBENCH_CLEANRL_CHECKOUT (a clone of vwxyzjn/cleanrl) and SACBENCH_CLEANRL_PYTHON"
-    " (an interpreter with its packages, README: Benchmarking CleanRL's own script)",
+    " (an interpreter with its packages, docs/variants.md: Benchmarking CleanRL's own script)",
 )
 def test_cleanrls_own_script_runs_as_a_command_run(tmp_path: Path):
     """The real sac_continuous_action.py through the wrapper: 1,600 steps of Pusher-v4 (100-step

@@ -1,9 +1,10 @@
-"""The README's commands work as written.
+"""The commands of the README and of docs/*.md work as written.
 
-Every command in the README's bash blocks is either run here, exactly as written, in a folder
-that looks like a clone of the repository, or named with the test that runs it (the Slurm
-command needs the test cluster; the full benchmark is run with a tiny config). A command added
-to the README without an entry below fails `test_every_readme_command_is_checked`.
+Every command in the bash blocks of README.md and docs/*.md is either run here, exactly as
+written, in a folder that looks like a clone of the repository, or named with the test that runs
+it (the Slurm command needs the test cluster; the full benchmark is run with a tiny config), or
+with the reason no test runs it. A command added to those pages without an entry below fails
+`test_every_readme_command_is_checked`.
 """
 
 from __future__ import annotations
@@ -42,11 +43,9 @@ EVALUATED_RUN = (
     "--total-timesteps 20000 --eval-frequency 5000 --save-model --capture-video"
 )
 EVALUATE = "python -m sacbench.evaluate runs/pendulum-1 --episodes 10 --video"
-SEED_BATCH = (
-    "python -m sacbench.train_seeds --env-id Hopper-v4 --seeds 1 2 3 --run-dir 'runs/hopper-{seed}'"
-)
 
-# README command -> (test file, test function) that runs it, or why no test does.
+# Command of README.md or docs/*.md -> (test file, test function) that runs it, or
+# ("", why no test does).
 CHECKED: dict[str, tuple[str, str]] = {
     "snakemake --cores 18": (
         "tests/test_readme.py",
@@ -101,10 +100,6 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_readme.py",
         "test_trainer_command_starts_and_stops_cleanly",
     ),
-    SEED_BATCH: (
-        "tests/test_readme.py",
-        "test_seed_batch_command_starts_and_stops_cleanly",
-    ),
     EVALUATED_RUN: ("tests/test_readme.py", "test_evaluated_run_films_its_evaluations"),
     EVALUATE: ("tests/test_readme.py", "test_evaluate_command_replays_the_final_evaluation"),
     # Getting CleanRL and an environment for it needs the network and builds a second venv
@@ -138,24 +133,49 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_tracking.py",
         "test_readme_offline_pipeline_then_sync",
     ),
-    # No GPU in CI: the command is run as written and must be refused, naming --device cuda and
-    # suggesting --device cpu; the same script's CPU path is run by
-    # tests/test_benchmarks.py::test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu.
-    "python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8": (
-        "tests/test_benchmarks.py",
-        "test_shared_device_sps_refuses_cuda_without_a_gpu",
-    ),
     # The upload needs a W&B account and network: the test runs it up to the login it asks for.
     "wandb sync results/runs/*/*/*/wandb": (
         "tests/test_tracking.py",
         "test_readme_offline_pipeline_then_sync",
     ),
+    # docs/slurm.md. The smoke workflow's test runs `snakemake --profile profiles/slurm` on the
+    # single-node test cluster, which its session fixture starts and stops with the script.
+    "snakemake --profile profiles/slurm results/sac_runtimes.md": (
+        "",
+        "needs a Slurm cluster: the Slurm tests run the command without a target, and"
+        " tests/test_commands.py runs the target locally",
+    ),
+    "SACBENCH_SLURM_PARTITION=gpu SACBENCH_SLURM_GPUS=1 SACBENCH_SLURM_TRAIN_CPUS=4"
+    " snakemake --profile profiles/slurm": (
+        "",
+        "needs a Slurm cluster with a GPU partition, which no test has: run by hand",
+    ),
+    "sudo apt-get install -y slurm-wlm munge": (
+        "",
+        "installs system packages: .ci/run installs them on every submission",
+    ),
+    "scripts/slurm-cluster.sh start": ("tests/test_slurm.py", "slurm_cluster"),
+    "scripts/slurm-cluster.sh status": ("tests/test_slurm.py", "slurm_cluster"),
+    "scripts/slurm-cluster.sh stop": ("tests/test_slurm.py", "slurm_cluster"),
+    # The smoke preset on the test cluster: the test merges config/smoke.yaml into the copy's
+    # config.yaml instead of passing --configfile, and polls every 2 s instead of 5.
+    "SACBENCH_SLURM_STATUS_COMMAND=squeue SACBENCH_SLURM_STATUS_SECONDS=5"
+    " snakemake --profile profiles/slurm --configfile config/smoke.yaml": (
+        "tests/test_slurm.py",
+        "test_smoke_workflow_runs_every_train_job_as_a_slurm_job",
+    ),
 }
 
 
+def documentation_pages() -> list[Path]:
+    """README.md and every page of docs/."""
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
 def readme_commands() -> list[str]:
-    """Command lines of the README's bash blocks: comments and `export` lines dropped."""
-    text = (REPO / "README.md").read_text()
+    """Command lines of the bash blocks of README.md and docs/*.md: comments and `export` lines
+    dropped."""
+    text = "\n".join(page.read_text() for page in documentation_pages())
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.DOTALL):
         joined = re.sub(r"\\\n\s*", " ", block)
@@ -168,8 +188,8 @@ def readme_commands() -> list[str]:
 
 def test_every_readme_command_is_checked():
     commands = set(readme_commands())
-    assert commands - set(CHECKED) == set(), "README commands that no test runs"
-    assert set(CHECKED) - commands == set(), "checked commands the README no longer has"
+    assert commands - set(CHECKED) == set(), "documented commands that no test runs"
+    assert set(CHECKED) - commands == set(), "checked commands the docs no longer have"
     for command, (path, function) in CHECKED.items():
         if path:
             assert f"def {function}(" in (REPO / path).read_text(), f"{command}: {function} gone"
@@ -320,18 +340,6 @@ def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
     )  # fmt: skip
     assert returncode == 128 + signal.SIGTERM, output
     assert (tmp_path / "runs" / "hopper-1" / "checkpoint" / "state.pt").is_file()
-    assert "rerun to resume" in output
-
-
-def test_seed_batch_command_starts_and_stops_cleanly(tmp_path: Path):
-    """The README's seed batch trains 1M steps per seed; started here, it must get going, and
-    stop on SIGTERM with a checkpoint per seed, each in its own run dir."""
-    returncode, output = stop_once_it_prints(
-        shlex.split(SEED_BATCH), line_prefix="seed=", cwd=tmp_path, env=venv_environment()
-    )
-    assert returncode == 128 + signal.SIGTERM, output
-    for seed in (1, 2, 3):
-        assert (tmp_path / "runs" / f"hopper-{seed}" / "checkpoint" / "state.pt").is_file()
     assert "rerun to resume" in output
 
 
