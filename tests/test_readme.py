@@ -1,10 +1,11 @@
-"""The commands of the README and of docs/*.md work as written.
+"""The commands of the README and of docs/*.md work as written, and their links resolve.
 
 Every command in the bash blocks of README.md and docs/*.md is either run here, exactly as
 written, in a folder that looks like a clone of the repository, or named with the test that runs
 it (the Slurm command needs the test cluster; the full benchmark is run with a tiny config), or
 with the reason no test runs it. A command added to those pages without an entry below fails
-`test_every_readme_command_is_checked`.
+`test_every_readme_command_is_checked`. Every relative link of those pages, and its #anchor,
+must point at a file and a heading that exist (`test_every_relative_link_resolves`).
 """
 
 from __future__ import annotations
@@ -193,6 +194,79 @@ def test_every_readme_command_is_checked():
     for command, (path, function) in CHECKED.items():
         if path:
             assert f"def {function}(" in (REPO / path).read_text(), f"{command}: {function} gone"
+
+
+FENCED_BLOCK = re.compile(r"^ *```.*?^ *```", flags=re.DOTALL | re.MULTILINE)
+INLINE_CODE = re.compile(r"`[^`\n]*`")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def prose(page: Path) -> str:
+    """A page's text without its code blocks, where a '#' or a bracket is code, not markdown."""
+    return FENCED_BLOCK.sub("", page.read_text())
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, every character but letters,
+    digits, '_', '-' and spaces dropped, spaces as '-'; a repeated anchor gets -1, -2, ..."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?)\s*$", prose(page), flags=re.MULTILINE):
+        anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        repeats = seen.get(anchor, 0)
+        seen[anchor] = repeats + 1
+        anchors.add(anchor if repeats == 0 else f"{anchor}-{repeats}")
+    return anchors
+
+
+def broken_links(page: Path) -> list[str]:
+    """The page's relative links (and images) whose file, or #anchor in it, does not exist."""
+    broken = []
+    for target in LINK.findall(INLINE_CODE.sub("", prose(page))):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:: not checked here
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{page.name}: {target} (no such file)")
+        elif anchor and linked.suffix == ".md" and anchor not in heading_anchors(linked):
+            broken.append(f"{page.name}: {target} (no such heading)")
+    return broken
+
+
+def test_heading_anchors_are_githubs(tmp_path: Path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "# Tracking runs in Weights & Biases\n"
+        "## The fused update (`--fused-update`, opt-in)\n"
+        "```bash\n# a comment, not a heading\n```\n"
+        "## Notes\n## Notes\n"
+    )
+    assert heading_anchors(page) == {
+        "tracking-runs-in-weights--biases",
+        "the-fused-update---fused-update-opt-in",
+        "notes",
+        "notes-1",
+    }
+
+
+def test_broken_links_finds_missing_files_and_headings(tmp_path: Path):
+    (tmp_path / "other.md").write_text("# Other\n## Time limits\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[ok](other.md#time-limits) [here](#page) ![img](other.md) [web](https://example.org)\n"
+        "[gone](missing.md) [no heading](other.md#memory) `[code](missing.md)`\n"
+        "# Page\n"
+    )
+    assert broken_links(page) == [
+        "page.md: missing.md (no such file)",
+        "page.md: other.md#memory (no such heading)",
+    ]
+
+
+def test_every_relative_link_resolves():
+    broken = [link for page in documentation_pages() for link in broken_links(page)]
+    assert not broken, "links that resolve to nothing:\n" + "\n".join(broken)
 
 
 def default_config_copy(parent: Path) -> Path:
