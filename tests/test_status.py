@@ -28,7 +28,9 @@ from sacbench.pipeline.status import (
     classify,
     differing_args,
     expected_run,
+    parse_args,
     read_run_status,
+    snakemake_options,
 )
 from sacbench.training.checkpoint import load_state
 from sacbench.training.progress import RETURN_WINDOW, RunProgress
@@ -480,6 +482,27 @@ def test_what_defines_a_run_is_compared_with_its_record_for_trainer_and_command_
     assert differing_args(command, {"command": {"argv": argv}}) == {}
     other = [*argv[:-1], "999"]
     assert differing_args(command, {"command": {"argv": other}}) == {"argv": (other, argv)}
+
+
+def test_a_missing_completion_record_names_the_snakemake_command_that_restores_it(tmp_path):
+    """The target comes before --configfile and --config, which take several values each (the
+    command itself runs in tests/test_rerun_safety.py)."""
+    key = RunKey("v", ENV, 1, 1000)
+    run_dir = key.run_dir(tmp_path / "elsewhere")
+    run_dir.mkdir(parents=True)
+    (run_dir / "metadata.json").write_text(
+        json.dumps({"sessions": [{"exit_status": "completed", "end_step": 1000}]})
+    )
+    options = parse_args(["--configfile", "a b.yaml", "--results-dir", str(tmp_path / "elsewhere")])
+    extra = snakemake_options(options, {"results_dir": "results"})
+    row = read_run_status(
+        key, results_dir=tmp_path / "elsewhere", now=NOW, stale_after=600, snakemake_options=extra
+    )
+    assert (row.state, row.global_step) == ("done", 1000)
+    assert row.note == (
+        f"complete.json missing: `snakemake --cores 1 {run_dir}/complete.json --configfile "
+        f"'a b.yaml' --config results_dir={tmp_path}/elsewhere` restores it, without training"
+    )
 
 
 def test_damaged_records_give_a_row_not_a_crash(tmp_path):

@@ -267,10 +267,10 @@ def read_run_status(
     results_dir: Path,
     now: float,
     stale_after: float,
-    snakemake: str = "snakemake --cores 1",
+    snakemake_options: str = "",
 ) -> RunStatus:
-    """One run's row. `snakemake`: the command line, up to its targets, that makes the config's
-    runs (the note of a run whose complete.json is missing names it with that file)."""
+    """One run's row. `snakemake_options`: what snakemake needs after its targets to make the
+    config's runs (the note of a run whose complete.json is missing names the command)."""
     run_dir = key.run_dir(results_dir)
     try:
         progress = _read_json(run_dir / PROGRESS_FILE_NAME) or {}
@@ -300,7 +300,8 @@ def read_run_status(
     elif state == "done":
         step = key.total_timesteps
         if note == COMPLETE_MISSING:
-            note += f": `{snakemake} {run_dir / 'complete.json'}` restores it, without training"
+            command = f"snakemake --cores 1 {run_dir / 'complete.json'} {snakemake_options}"
+            note += f": `{command.strip()}` restores it, without training"
     recent = _mapping(progress.get("recent_returns"))
     return RunStatus(
         key,
@@ -584,14 +585,18 @@ def report(
     *,
     results_dir: Path,
     stale_after: float,
-    snakemake: str = "snakemake --cores 1",
+    snakemake_options: str = "",
     as_data: bool = False,
 ) -> str:
     """The table, or with as_data its JSON (on one line)."""
     now = time.time()
     statuses = [
         read_run_status(
-            key, results_dir=results_dir, now=now, stale_after=stale_after, snakemake=snakemake
+            key,
+            results_dir=results_dir,
+            now=now,
+            stale_after=stale_after,
+            snakemake_options=snakemake_options,
         )
         for key in keys
     ]
@@ -600,10 +605,11 @@ def report(
     return render(statuses, now=now, results_dir=results_dir)
 
 
-def snakemake_command(options: argparse.Namespace, config: Mapping[str, Any]) -> str:
-    """The snakemake command line (before its targets) that makes the runs status shows: the
-    same configfiles, and the results dir when --results-dir moved it."""
-    words = ["snakemake", "--cores", "1"]
+def snakemake_options(options: argparse.Namespace, config: Mapping[str, Any]) -> str:
+    """The snakemake options that make the runs status shows: the same configfiles, and the
+    results dir when --results-dir moved it. They go after the targets, which --configfile and
+    --config (each takes several values) would otherwise swallow."""
+    words: list[str] = []
     for path in options.configfile:
         words += ["--configfile", str(path)]
     if options.results_dir is not None and options.results_dir != Path(config["results_dir"]):
@@ -623,7 +629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings = {
         "results_dir": results_dir,
         "stale_after": options.stale_after,
-        "snakemake": snakemake_command(options, config),
+        "snakemake_options": snakemake_options(options, config),
         "as_data": options.json,
     }
     if options.watch is None:
