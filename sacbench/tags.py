@@ -40,7 +40,23 @@ def loss_tag(name: str) -> str:
     return f"losses/{name}"
 
 
-# Written every 100 steps once training has started (global_step > learning_starts).
+# CleanRL's log cadence: the losses and charts/SPS (and sacbench's charts/steady_SPS and
+# charts/elapsed_seconds) are written every LOG_EVERY steps once training has started
+# (global_step > learning_starts); sac.algorithm.update_schedule marks these log points.
+LOG_EVERY = 100
+# The runtimes table's steady SPS never counts a run's first window (it may hold a session's
+# first, slow updates), so each run needs at least this many charts/steady_SPS points.
+MIN_STEADY_SPS_POINTS = 2
+
+
+def log_steps(*, learning_starts: int, total_timesteps: int) -> range:
+    """The global steps of a run's log points: every LOG_EVERY steps after learning_starts, up
+    to its last step, total_timesteps - 1."""
+    first = (learning_starts // LOG_EVERY + 1) * LOG_EVERY
+    return range(first, total_timesteps, LOG_EVERY)
+
+
+# Written at each log point (see LOG_EVERY).
 LOSS_TAGS: tuple[str, ...] = tuple(loss_tag(name) for name in LOSS_NAMES)
 # One point per finished episode, at the episode's last step.
 EPISODE_TAGS: tuple[str, ...] = (RETURN_TAG, LENGTH_TAG)

@@ -1,4 +1,4 @@
-"""Check that requirements.lock resolves from the public package index alone.
+"""Check that requirements.lock and requirements-dev.lock resolve from the public index alone.
 
 This machine's pip is configured with a local wheel folder and local indexes (they hold the CPU
 build of torch). A lock that only resolves with them breaks every install elsewhere, so this
@@ -7,11 +7,13 @@ other than the certificate bundle, a fresh HOME, no cache. It uses `pip install 
 --report`, which reads the wheels' metadata files and downloads no wheel, so resolving torch's
 CUDA build costs megabytes, not gigabytes.
 
-It fails (exit 1) when pip cannot resolve the lock, when a pin resolves to another version, when
-anything would come from a local file, or when the resolution adds packages beyond the lock
-other than torch's CUDA runtime (which a GPU node gets and this machine's CPU wheel does not).
+Each lock is resolved on its own (the dev lock includes the runtime lock with `-r`), so the
+runtime lock must hold everything that running needs. It fails (exit 1) when pip cannot resolve a
+lock, when a pin resolves to another version, when anything would come from a local file, or
+when the resolution adds packages beyond the lock other than torch's CUDA runtime (which a GPU
+node gets and this machine's CPU wheel does not).
 
-Usage: python scripts/check_lock_resolves.py [--lock requirements.lock]
+Usage: python scripts/check_lock_resolves.py [--lock FILE ...]   (default: both locks)
 """
 
 from __future__ import annotations
@@ -51,11 +53,19 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+LOCKS = (REPO / "requirements.lock", REPO / "requirements-dev.lock")
+
+
 def read_lock(path: Path) -> dict[str, str]:
+    """{normalized name: version} of every pin, those of a `-r FILE` it includes too."""
     pins: dict[str, str] = {}
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         line = line.split("#", 1)[0].strip()
         if not line:
+            continue
+        option, _, included = line.partition(" ")
+        if option in ("-r", "--requirement"):
+            pins.update(read_lock(path.parent / included.strip()))
             continue
         name, separator, version = line.partition("==")
         if not separator or "+" in version:
@@ -128,15 +138,20 @@ def problems_in(report: dict, pins: dict[str, str]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--lock", type=Path, default=REPO / "requirements.lock")
+    parser.add_argument("--lock", type=Path, nargs="+", default=list(LOCKS))
     arguments = parser.parse_args()
-    pins = read_lock(arguments.lock)
     check_pip()
+    return max(check_lock(lock) for lock in arguments.lock)
+
+
+def check_lock(lock: Path) -> int:
+    """0 when `lock` resolves from the public index to exactly its pins (it says so), else 1."""
+    pins = read_lock(lock)
     with tempfile.TemporaryDirectory(prefix="sacbench-lock-") as workdir:
-        report = resolve(arguments.lock, Path(workdir))
+        report = resolve(lock, Path(workdir))
     problems = problems_in(report, pins)
     if problems:
-        print(f"{arguments.lock}: " + "; ".join(problems), file=sys.stderr)
+        print(f"{lock}: " + "; ".join(problems), file=sys.stderr)
         return 1
     torch = next(
         item["metadata"]["version"]
@@ -144,7 +159,7 @@ def main() -> int:
         if normalized(item["metadata"]["name"]) == "torch"
     )
     print(
-        f"{arguments.lock}: all {len(pins)} pins resolve from the public index alone "
+        f"{lock}: all {len(pins)} pins resolve from the public index alone "
         f"(torch {torch} with {len(report['install']) - len(pins)} CUDA runtime packages)"
     )
     return 0

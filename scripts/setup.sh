@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# Create .venv with the exact versions of requirements.lock and install sacbench into it.
-# pip + venv on purpose: pip finds the machine's local torch wheel (CPU build) when there is one;
-# elsewhere it installs torch==2.13.0 from the package index. Safe to rerun: it only adds what
-# is missing. Usage: bash scripts/setup.sh   (then: . .venv/bin/activate)
+# Create .venv with the exact versions of requirements.lock (what running the pipeline needs) and
+# install sacbench into it; --dev installs requirements-dev.lock instead: the same plus the test
+# and lint tools (pytest, ruff, snakefmt), as CI does. pip + venv on purpose: pip finds the
+# machine's local torch wheel (CPU build) when there is one; elsewhere it installs torch==2.13.0
+# from the package index. Safe to rerun: it only adds what is missing.
+# Usage: bash scripts/setup.sh [--dev]   (then: . .venv/bin/activate)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+lock=requirements.lock
+case "${1:-}" in
+  "") ;;
+  --dev) lock=requirements-dev.lock ;;
+  *)
+    echo "usage: bash scripts/setup.sh [--dev]   (unknown argument: $1)" >&2
+    exit 2
+    ;;
+esac
 
 python_for_venv() {
   local candidate
@@ -28,7 +40,7 @@ fi
 # A pinned pip: older ones download every wheel to read its metadata in a dry run, which makes
 # scripts/check_lock_resolves.py fetch gigabytes.
 .venv/bin/python -m pip install --quiet pip==26.3
-.venv/bin/python -m pip install --quiet -r requirements.lock
+.venv/bin/python -m pip install --quiet -r "$lock"
 .venv/bin/python -m pip install --quiet --no-deps -e .
 
 # Videos (--capture-video, and the smoke preset's one video) render MuJoCo headless through EGL

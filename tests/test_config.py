@@ -40,7 +40,9 @@ from sacbench.pipeline.config import (
     trainer_cli,
     validated_config,
 )
+from sacbench.sac.algorithm import update_schedule
 from sacbench.sac.args import ARG_NAMES, CLEANRL_SAC_ARG_NAMES, Args
+from sacbench.tags import MIN_STEADY_SPS_POINTS, log_steps
 from sacbench.training.envs import BENCHMARK_ENV_IDS, EnvError, env_spaces
 
 REPO = Path(__file__).resolve().parents[1]
@@ -309,7 +311,12 @@ def test_trainer_only_options_are_those_cleanrls_script_lacks():
 def test_a_command_variant_gets_the_shared_train_keys_and_its_own_args():
     config = validated_config(
         {
-            "train": {"total_timesteps": 5000, "batch_size": 64, "update_path": "reference"},
+            "train": {
+                "total_timesteps": 5000,
+                "learning_starts": 1000,
+                "batch_size": 64,
+                "update_path": "reference",
+            },
             "variants": {
                 "sac": {},
                 "cleanrl": {
@@ -602,3 +609,61 @@ def test_a_bad_wandb_project_name_or_entity_names_its_key():
     with pytest.raises(ConfigError) as caught:
         validated_config({"variants": {"v": {"wandb_entity": ""}}}, schema=SCHEMA)
     assert caught.value.problems[0].startswith("variants.v.wandb_entity:")
+
+
+# ---- a budget the tables can use ----------------------------------------------------------------
+
+
+def test_log_steps_are_the_update_schedules_log_points():
+    """The config check counts a run's log points with tags.log_steps: the steps at which the
+    loop's schedule logs charts/steady_SPS."""
+    for learning_starts, total in [(0, 350), (99, 401), (100, 401), (1000, 1200), (1000, 1201)]:
+        logged = [
+            step
+            for step in range(total)
+            if update_schedule(
+                step, learning_starts=learning_starts, policy_frequency=2,
+                target_network_frequency=1,
+            ).log
+        ]  # fmt: skip
+        assert list(log_steps(learning_starts=learning_starts, total_timesteps=total)) == logged
+
+
+def test_a_budget_too_small_for_the_runtimes_table_is_refused_naming_the_smallest_that_works():
+    tiny = {**repo_config(), "train": {"total_timesteps": 1200, "learning_starts": 1000}}
+    with pytest.raises(ConfigError) as caught:
+        validated_config(tiny, schema=SCHEMA)
+    (problem,) = caught.value.problems
+    assert problem.startswith("train.total_timesteps 1200 with train.learning_starts 1000: ")
+    assert f"at least {MIN_STEADY_SPS_POINTS} charts/steady_SPS points" in problem
+    assert problem.endswith(
+        "these runs log 1; the smallest budget that works is total_timesteps 1201, "
+        "or learning_starts at most 999"
+    )
+    # Each way out that the message names passes the check.
+    validated_config({**tiny, "train": {"total_timesteps": 1201, "learning_starts": 1000}},
+                     schema=SCHEMA)  # fmt: skip
+    validated_config({**tiny, "train": {"total_timesteps": 1200, "learning_starts": 999}},
+                     schema=SCHEMA)  # fmt: skip
+
+
+def test_a_too_small_budget_is_named_by_the_key_that_sets_it():
+    config = {
+        **repo_config(),
+        "variants": {
+            "short": {"total_timesteps": 150},
+            "cleanrl": {"command": "python x.py", "args": {"learning_starts": 4950}},
+        },
+        "train": {"total_timesteps": 5000, "learning_starts": 100},
+    }
+    with pytest.raises(ConfigError) as caught:
+        validated_config(config, schema=SCHEMA)
+    short, cleanrl = caught.value.problems
+    # At most one log point fits in 150 steps: no learning_starts is a way out.
+    assert short.startswith("variants.short.total_timesteps 150 with train.learning_starts 100")
+    assert short.endswith("log 0; the smallest budget that works is total_timesteps 301")
+    assert cleanrl.startswith(
+        "train.total_timesteps 5000 with variants.cleanrl.args.learning_starts 4950"
+    )
+    assert cleanrl.endswith("log 0; the smallest budget that works is total_timesteps 5101, "
+                            "or learning_starts at most 4799")  # fmt: skip

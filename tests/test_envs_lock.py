@@ -149,3 +149,45 @@ def test_every_env_is_named_by_a_rule_and_exists():
         for match in re.finditer(r"conda:\s*\n\s*\"([^\"]+)\"", rule_file.read_text()):
             named.add((rule_file.parent / match.group(1)).resolve())
     assert named == {path.resolve() for path in ENV_FILES}
+
+
+def lock_lines(path: Path) -> list[str]:
+    return [line.split("#")[0].strip() for line in path.read_text().splitlines()
+            if line.split("#")[0].strip()]  # fmt: skip
+
+
+def installed_closure(requirements: list[str]) -> set[str]:
+    """The installed distributions that `requirements` (PEP 508 strings) need, transitively."""
+    from packaging.requirements import Requirement
+
+    needed: set[str] = set()
+    pending = [Requirement(text) for text in requirements]
+    while pending:
+        requirement = pending.pop()
+        name = normalized(requirement.name)
+        if name in needed or not (
+            requirement.marker is None or requirement.marker.evaluate({"extra": ""})
+        ):
+            continue
+        needed.add(name)
+        pending += [Requirement(text) for text in importlib.metadata.requires(name) or []]
+    return needed
+
+
+def test_the_runtime_lock_holds_what_running_needs_and_the_dev_lock_adds_the_tools():
+    """requirements.lock: every distribution sacbench's dependencies need, and no test or lint
+    tool; requirements-dev.lock: the runtime lock (-r) and the dev extra's tools it lacks."""
+    sacbench = importlib.metadata.requires("sacbench") or []
+    runtime = [text for text in sacbench if "extra ==" not in text]
+    dev_extra = [text.split(";")[0] for text in sacbench if 'extra == "dev"' in text]
+    needed = installed_closure(runtime) - {"setuptools", "pip"}  # pip installs these itself
+    tools = installed_closure(dev_extra) - needed
+    runtime_pins = set(lock_versions())
+    assert needed <= runtime_pins, f"requirements.lock lacks {sorted(needed - runtime_pins)}"
+    assert not tools & runtime_pins, f"test/lint tools in requirements.lock: {tools & runtime_pins}"
+    dev_lines = lock_lines(REPO / "requirements-dev.lock")
+    assert dev_lines[0] == "-r requirements.lock"
+    dev_pins = {normalized(line.split("==")[0]): line.split("==")[1] for line in dev_lines[1:]}
+    assert set(dev_pins) == tools
+    for name, version in dev_pins.items():  # the tools as installed here, where the tests run
+        assert importlib.metadata.version(name) == version, name

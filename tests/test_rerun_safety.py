@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -148,14 +149,29 @@ def test_changed_session_settings_do_not_retrain(rerun: Path, finished: Path):
     assert_tables_equal(rerun, finished)
 
 
+def status_rows(workdir: Path) -> dict[int, dict]:
+    """python -m sacbench.status --json: each seed's row."""
+    completed = run_verbatim(workdir, "python -m sacbench.status --json")
+    assert completed.returncode == 0, completed.stderr
+    return {run["seed"]: run for run in json.loads(completed.stdout)["runs"]}
+
+
 def test_completion_record_deleted_by_hand_is_restored(rerun: Path, finished: Path):
     before = fingerprint(rerun / RUNS[1])
     (rerun / RUNS[1] / "complete.json").unlink()
 
     # Every table is newer than the record that went: Snakemake has nothing to redo.
     assert "Nothing to be done" in snakemake(rerun)
-    # Asked for the run itself, it reruns the train job, which restores the record.
-    output = snakemake(rerun, f"{RUNS[1]}/complete.json")
+    # The status names the command that restores it: asked for the run itself, Snakemake
+    # reruns the train job, which restores the record.
+    row = status_rows(rerun)[1]
+    assert row["state"] == "done"
+    command = re.fullmatch(r"complete.json missing: `(.+)` restores it, without training",
+                           row["note"]).group(1)  # fmt: skip
+    assert command == f"snakemake --cores 1 {RUNS[1]}/complete.json"
+    restored = run_verbatim(rerun, command)
+    assert restored.returncode == 0, restored.stderr[-4000:]
+    output = restored.stderr
 
     assert output.count("rule train:") == 1
     assert "its completion record was restored" in train_log(rerun, 1)
@@ -169,6 +185,10 @@ def test_changed_run_defining_setting_retrains_and_keeps_the_old_run(rerun: Path
     config = json.loads(json.dumps(CONFIG))
     config["train"]["gamma"] = 0.98
     write_config(rerun, config)
+    # Before the rerun, the status shows the finished runs as another config's.
+    for row in status_rows(rerun).values():
+        assert row["state"] == "differs" and row["percent"] is None
+        assert row["differs"] == {"gamma": {"run": 0.99, "config": 0.98}}
 
     output = snakemake(rerun)
 
@@ -180,6 +200,7 @@ def test_changed_run_defining_setting_retrains_and_keeps_the_old_run(rerun: Path
         (moved,) = run_dir.parent.glob(f"{seed}.replaced-*")
         assert json.loads((moved / "metadata.json").read_text())["args"]["gamma"] == 0.99
         assert (moved / "complete.json").exists()
+    assert {row["state"] for row in status_rows(rerun).values()} == {"done"}
     returns = pd.read_csv(rerun / "results/sac.csv")
     assert len(returns) >= 1
 

@@ -20,7 +20,18 @@ import pytest
 import yaml
 
 from sacbench.events import read_run_scalars
-from sacbench.pipeline.status import HEADERS, RunKey, classify, read_run_status
+from sacbench.pipeline.config import load_schema, validated_config
+from sacbench.pipeline.status import (
+    HEADERS,
+    SCHEMA_PATH,
+    RunKey,
+    classify,
+    differing_args,
+    expected_run,
+    parse_args,
+    read_run_status,
+    snakemake_options,
+)
 from sacbench.training.checkpoint import load_state
 from sacbench.training.progress import RETURN_WINDOW, RunProgress
 from tests.trainer_runs import run_trainer, start_trainer, train_command, write_format_1_state
@@ -38,14 +49,18 @@ TRAIN = {
     "batch_size": 32,
     "checkpoint_interval": CHECKPOINT_INTERVAL,
 }
+# As the pipeline trains variant "sac" of the status tests' project (its seed 1).
 RUN = (
-    "--env-id", ENV, "--device", "cpu",
+    "--env-id", ENV, "--device", "cpu", "--exp-name", "sac",
     *(arg for key, value in TRAIN.items() for arg in (f"--{key.replace('_', '-')}", str(value))),
 )  # fmt: skip
-# A run that outlives the test: random actions only, so it costs little while it lives.
+# A run that outlives the test: random actions only, so it costs little while it lives (the
+# project's variant "long"; its seed 1 unless a --seed follows).
 LONG_TOTAL = 200_000
-LONG = ("--env-id", ENV, "--device", "cpu", "--total-timesteps", str(LONG_TOTAL),
-        "--learning-starts", str(LONG_TOTAL))  # fmt: skip
+LONG_TRAIN = {"total_timesteps": LONG_TOTAL, "learning_starts": LONG_TOTAL - 1000}
+LONG = ("--env-id", ENV, "--device", "cpu", "--exp-name", "long", "--batch-size", "32",
+        "--total-timesteps", str(LONG_TOTAL),
+        "--learning-starts", str(LONG_TRAIN["learning_starts"]))  # fmt: skip
 
 
 def read_progress(run_dir: Path) -> dict[str, Any]:
@@ -227,6 +242,36 @@ def test_progress_rate_and_write_cadence(tmp_path, monkeypatch):
     assert json.loads(path.read_text())["sps"] == 200.0
 
 
+def test_progress_line_at_most_every_ten_seconds_with_step_share_rate_eta_and_last_return(
+    tmp_path, monkeypatch, capsys
+):
+    now = [1000.0]
+    monkeypatch.setattr("sacbench.training.progress.time.monotonic", lambda: now[0])
+    progress = RunProgress(
+        path=tmp_path / "p.json", total_timesteps=10_000, learning_starts=100, start_step=2000
+    )
+    lines = []
+
+    def line_at(seconds: float, step: int) -> str:
+        now[0] = 1000.0 + seconds
+        progress.print_line(global_step=step, label="seed=3 ")
+        lines.append(capsys.readouterr().out)
+        return lines[-1]
+
+    assert line_at(9.99, 2500) == ""  # under PROGRESS_LINE_SECONDS since the session began
+    # 1,000 steps in the session's first 10 s: 100 SPS, 7,000 steps left.
+    assert line_at(10.0, 3000) == (
+        "seed=3 step=3000/10000 (30.0%), SPS=100.0, ETA=1m10s, last_return=none yet\n"
+    )
+    progress.record_episode(episodic_return=12.25)
+    progress.record_episode(episodic_return=-3.5)
+    assert line_at(15.0, 3400) == ""
+    # The rate since the previous line, not since the start: 500 steps in 20 s.
+    assert line_at(30.0, 3500) == (
+        "seed=3 step=3500/10000 (35.0%), SPS=25.0, ETA=4m20s, last_return=-3.50\n"
+    )
+
+
 # ---- python -m sacbench.status -------------------------------------------------------------------
 
 
@@ -271,7 +316,7 @@ def project(tmp_path) -> Path:
             "seeds": [1, 2, 3, 4],
             "results_dir": "out",
             "train": TRAIN,
-            "variants": {"sac": {}, "long": {"total_timesteps": LONG_TOTAL}},
+            "variants": {"sac": {}, "long": LONG_TRAIN},
         },
     )
     return tmp_path
@@ -281,10 +326,10 @@ def run_dir_of(project: Path, variant: str, seed: int) -> Path:
     return project / "out" / "runs" / variant / ENV / str(seed)
 
 
-def make_failed_run(run_dir: Path) -> None:
+def make_failed_run(run_dir: Path, *extra: str) -> None:
     """A real error mid-run: a file where the checkpoint folder should be, so the first
     checkpoint fails inside the training loop."""
-    failing = (*LONG, "--checkpoint-interval", "500")
+    failing = (*LONG, "--checkpoint-interval", "500", *extra)
     process = subprocess.Popen(train_command(run_dir, *failing), stdout=subprocess.DEVNULL)
     try:
         wait_for_progress(run_dir, lambda p: p["global_step"] < 500, process=process)
@@ -296,9 +341,10 @@ def make_failed_run(run_dir: Path) -> None:
 
 def test_status_shows_each_state_of_real_runs(project, finished_run, stopped_run):
     copy_run(finished_run, run_dir_of(project, "sac", 1))
+    # Seed 1's run where the config wants seed 2: another run, whatever its own state.
     copy_run(stopped_run, run_dir_of(project, "sac", 2))
     failed_dir = run_dir_of(project, "long", 3)
-    make_failed_run(failed_dir)
+    make_failed_run(failed_dir, "--seed", "3")
     assert read_progress(failed_dir)["state"] == "failed"
     live_dir = run_dir_of(project, "long", 1)
     live = subprocess.Popen(
@@ -308,6 +354,7 @@ def test_status_shows_each_state_of_real_runs(project, finished_run, stopped_run
         # Several writes in the random-action phase, so there is a current SPS.
         wait_for_progress(live_dir, lambda p: p["global_step"] >= 300, process=live)
         running = status(project)
+        as_data = status(project, "--json")
         live.kill()
         live.wait(timeout=60)
     finally:
@@ -316,7 +363,7 @@ def test_status_shows_each_state_of_real_runs(project, finished_run, stopped_run
     rows = parse_rows(running.stdout)
     assert {key: row["state"] for key, row in rows.items()} == {
         ("sac", "1"): "done",
-        ("sac", "2"): "failed",
+        ("sac", "2"): "differs",
         ("sac", "3"): "pending",
         ("sac", "4"): "pending",
         ("long", "1"): "running",
@@ -324,21 +371,25 @@ def test_status_shows_each_state_of_real_runs(project, finished_run, stopped_run
         ("long", "3"): "failed",
         ("long", "4"): "pending",
     }
-    done, stopped, failed, live_row = (
+    done, other, failed, live_row = (
         rows[("sac", "1")], rows[("sac", "2")], rows[("long", "3")], rows[("long", "1")]
     )  # fmt: skip
     assert done["step"] == f"{TOTAL:,}/{TOTAL:,}" and done["%"] == "100.0"
     finished_mean = read_progress(finished_run)["recent_returns"]["mean"]
     assert done["return (last 100)"] == f"{finished_mean:.1f}"
     stopped_step = read_progress(stopped_run)["global_step"]
-    assert stopped["step"] == f"{stopped_step:,}/{TOTAL:,}"
-    assert stopped["note"] == f"stopped by SIGTERM at step {stopped_step}, resumable"
+    # Its own steps, and no share of the config's run.
+    assert other["step"] == f"{stopped_step:,}/{TOTAL:,}" and other["%"] == "–"
+    assert other["note"] == "failed run of other args: seed 1 (config 2)"
     assert failed["note"].startswith("error: FileExistsError")
     assert rows[("sac", "3")]["step"] == f"0/{TOTAL:,}" and rows[("sac", "3")]["SPS"] == "–"
     live_step = int(live_row["step"].split("/")[0].replace(",", ""))
     assert float(live_row["SPS"]) > 0 and live_row["ETA"] != "–"
     check_total_line(running.stdout, rows, running_sps=float(live_row["SPS"]))
-    assert "1 done, 1 running, 4 pending, 2 failed, 0 stale" in total_line(running.stdout)
+    assert "1 done, 1 running, 4 pending, 1 failed, 0 stale, 1 differs" in total_line(
+        running.stdout
+    )
+    check_json_rows(as_data, rows)
 
     # The killed trainer left "running" behind: stale once the threshold has passed.
     updated = read_progress(live_dir)["updated_unix_time"]
@@ -358,10 +409,29 @@ def check_total_line(
     done_steps = total_steps = 0
     for row in rows.values():
         step, total = (int(part.replace(",", "")) for part in row["step"].split("/"))
+        if row["state"] == "differs":  # none of the config's steps; the runs of "sac" only
+            step, total = 0, TOTAL
         done_steps, total_steps = done_steps + step, total_steps + total
     line = total_line(stdout)
     assert f"{100 * done_steps / total_steps:.1f}% of steps done" in line
     assert f"({total_steps - done_steps:,} steps left at {running_sps:.1f} steps/s)" in line
+
+
+def check_json_rows(completed: subprocess.CompletedProcess, rows: dict) -> None:
+    """--json: the table's rows as data (the live run moved on between the two calls)."""
+    assert completed.returncode == 0, completed.stderr
+    data = json.loads(completed.stdout)
+    by_key = {(run["variant"], str(run["seed"])): run for run in data["runs"]}
+    assert by_key.keys() == rows.keys()
+    for key, row in rows.items():
+        run = by_key[key]
+        assert run["state"] == row["state"] and run["note"] == row.get("note", ""), key
+        if run["state"] not in ("running", "differs"):
+            assert f"{run['global_step']:,}/{run['total_timesteps']:,}" == row["step"], key
+    other = by_key[("sac", "2")]
+    assert other["differs"] == {"seed": {"run": 1, "config": 2}}
+    assert other["percent"] is None and other["run_total_timesteps"] == TOTAL
+    assert data["total"]["states"]["differs"] == 1 and data["total"]["runs"] == len(rows)
 
 
 NOW = 1_800_000_000.0
@@ -372,7 +442,7 @@ STARTED = dt.datetime.fromtimestamp(NOW - 7200, dt.UTC).isoformat()
     ("complete", "progress", "session", "expected"),
     [
         (True, {"state": "running", "updated_unix_time": 0}, {}, ("done", "")),
-        (False, {}, {"exit_status": "completed"}, ("done", "complete.json missing (the next")),
+        (False, {}, {"exit_status": "completed"}, ("done", "complete.json missing")),
         (False, {}, {"exit_status": "error: OSError: disk full"}, ("failed", "error: OSError")),
         # metadata.json's end of a session is written last, so it outranks progress.json
         (False, {"state": "running", "updated_unix_time": NOW}, {"exit_status": "signal SIGUSR1",
@@ -389,6 +459,50 @@ def test_classify_from_the_records(complete, progress, session, expected):
         complete=complete, progress=progress, session=session, now=NOW, stale_after=600
     )
     assert state == expected[0] and note.startswith(expected[1])
+
+
+def test_what_defines_a_run_is_compared_with_its_record_for_trainer_and_command_variants():
+    config = validated_config(
+        {
+            "env_ids": [ENV],
+            "train": {"total_timesteps": 1000, "learning_starts": 500},
+            "variants": {"sac": {"gamma": 0.9}, "cleanrl": {"command": "python sac.py"}},
+        },
+        schema=load_schema(SCHEMA_PATH),
+    )
+    trainer = expected_run(config, variant="sac", env_id=ENV, seed=2)
+    assert trainer["exp_name"] == "sac" and trainer["gamma"] == 0.9 and "run_dir" not in trainer
+    recorded = {**trainer, "gamma": 0.99, "threads": 4}  # threads: a session setting
+    del recorded["precision"]  # recorded before it existed: stands for fp32, the config's
+    assert differing_args(trainer, {"args": recorded}) == {"gamma": (0.99, 0.9)}
+    assert differing_args(trainer, {}) == {}  # nothing recorded yet
+    command = expected_run(config, variant="cleanrl", env_id=ENV, seed=2)
+    argv = command["argv"]
+    assert argv[:6] == ["python", "sac.py", "--env-id", ENV, "--seed", "2"]
+    assert differing_args(command, {"command": {"argv": argv}}) == {}
+    other = [*argv[:-1], "999"]
+    assert differing_args(command, {"command": {"argv": other}}) == {"argv": (other, argv)}
+
+
+def test_a_missing_completion_record_names_the_snakemake_command_that_restores_it(tmp_path):
+    """The target comes before --configfile and --config, which take several values each (the
+    command itself runs in tests/test_rerun_safety.py)."""
+    key = RunKey("v", ENV, 1, 1000)
+    run_dir = key.run_dir(tmp_path / "elsewhere")
+    run_dir.mkdir(parents=True)
+    (run_dir / "metadata.json").write_text(
+        json.dumps({"sessions": [{"exit_status": "completed", "end_step": 1000}]})
+    )
+    options = parse_args(["--configfile", "a b.yaml", "--results-dir", str(tmp_path / "elsewhere")])
+    extra = snakemake_options(options, {"results_dir": "results"})
+    row = read_run_status(
+        key, results_dir=tmp_path / "elsewhere", now=NOW, stale_after=600, snakemake_options=extra
+    )
+    assert (row.state, row.global_step) == ("done", 1000)
+    assert row.note == (
+        f"complete.json missing: `snakemake --cores 1 {run_dir}/complete.json --configfile "
+        f"'a b.yaml' --config results_dir={tmp_path}/elsewhere` restores it, without training"
+    )
 
 
 def test_damaged_records_give_a_row_not_a_crash(tmp_path):
@@ -418,7 +532,7 @@ def test_status_merges_configfiles_like_snakemake(tmp_path):
     assert len(rows) == 6 and all(row["seed"] == "1" for row in rows.values())
     assert all(row["step"] == "0/2,000" and row["state"] == "pending" for row in rows.values())
     # A later configfile: lists replace, mappings merge key by key; --results-dir wins.
-    write_config(tmp_path, {"seeds": [7], "train": {"total_timesteps": 500}}, "more.yaml")
+    write_config(tmp_path, {"seeds": [7], "train": {"total_timesteps": 1500}}, "more.yaml")
     completed = status(
         tmp_path, "--configfile", "config/smoke.yaml", "more.yaml", "--results-dir", "elsewhere"
     )
@@ -426,7 +540,7 @@ def test_status_merges_configfiles_like_snakemake(tmp_path):
     assert completed.stdout.startswith("elsewhere/runs at ")
     rows = _rows_of_all_envs(completed.stdout)
     assert {row["seed"] for row in rows.values()} == {"7"}
-    assert {row["step"] for row in rows.values()} == {"0/500"}
+    assert {row["step"] for row in rows.values()} == {"0/1,500"}
 
 
 def _rows_of_all_envs(stdout: str) -> dict[tuple[str, str], dict[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -152,7 +153,8 @@ def tracked(tmp_path_factory, home) -> tuple[Path, list[str]]:
     output = []
     for line in first.stdout:
         output.append(line)
-        if line.startswith("global_step=1100, SPS="):
+        episode = re.match(r"global_step=(\d+), episodic_return=", line)
+        if episode and int(episode.group(1)) >= 1100:  # an episode past the first log point
             first.send_signal(signal.SIGTERM)
             break
     output.append(first.communicate(timeout=120)[0])

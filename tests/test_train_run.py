@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -17,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from sacbench.events import read_run_scalars
 from sacbench.tags import EPISODE_TAGS, EVAL_EPISODE_TAGS, EVAL_TAGS, LOSS_TAGS, TIME_TAGS
 from sacbench.training.checkpoint import load_state
+from sacbench.training.cli import main
 from sacbench.training.run_dir import RunDir
 from tests.trainer_runs import (
     SHORT_RUN,
@@ -314,3 +316,26 @@ def test_run_with_fixed_alpha_keeps_it_and_writes_no_alpha_loss(tmp_path, update
     assert learner["path"] == update_path
     assert float(learner["alpha"]) == 0.3 and float(learner["log_alpha"]) == 0.0
     assert "alpha_loss" not in learner["last"]
+
+
+def test_without_run_dir_it_trains_into_cleanrls_run_name_and_a_second_start_finds_it(
+    tmp_path, monkeypatch, capsys
+):
+    """In this process (no second interpreter start-up): as CleanRL's script is used, with no
+    --run-dir; resuming an interrupted run dir is tested above."""
+    monkeypatch.chdir(tmp_path)
+    command = ["--env-id", "InvertedPendulum-v4", "--seed", "2", "--total-timesteps", "250",
+               "--learning-starts", "100", "--batch-size", "16",
+               "--eval-episodes", "0"]  # fmt: skip
+    assert main(command) == 0
+    first = capsys.readouterr().out
+    name = "InvertedPendulum-v4__sac_continuous_action__2"
+    assert first.startswith(f"run dir: runs/{name} (no --run-dir: ")
+    # CleanRL's line per episode stays; its SPS line every 100 steps is gone.
+    assert re.search(r"^global_step=\d+, episodic_return=", first, re.MULTILINE)
+    assert not re.search(r"SPS=\d+$", first, re.MULTILINE)
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == [name]
+    complete = json.loads((tmp_path / "runs" / name / "complete.json").read_text())
+    assert complete["global_step"] == 250
+    assert main(command) == 0
+    assert f"runs/{name} holds a run that finished all 250 steps" in capsys.readouterr().out

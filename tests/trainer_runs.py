@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -72,16 +73,25 @@ def kill(process: subprocess.Popen, signal_number: int) -> int:
 
 
 def stop_once_it_prints(
-    command: list[str], *, line_prefix: str, cwd: Path, env: dict[str, str]
+    command: list[str],
+    *,
+    line_prefix: str,
+    cwd: Path,
+    env: dict[str, str],
+    from_step: int = 0,
 ) -> tuple[int, str]:
-    """Start `command`, send SIGTERM once a line of its output starts with `line_prefix`, and
-    return its exit status and its whole output (stdout and stderr together)."""
+    """Start `command`, send SIGTERM once a line of its output starts with `line_prefix` (and,
+    with from_step, names a global_step=N with N >= from_step: an episode's line), and return
+    its exit status and its whole output (stdout and stderr together)."""
     process = subprocess.Popen(
         command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     assert process.stdout is not None
     for line in process.stdout:
-        if line.startswith(line_prefix):
+        step = re.search(r"global_step=(\d+)", line)
+        if line.startswith(line_prefix) and (
+            from_step == 0 or (step is not None and int(step.group(1)) >= from_step)
+        ):
             break
     process.send_signal(signal.SIGTERM)
     output = process.communicate(timeout=120)[0]

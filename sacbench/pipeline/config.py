@@ -21,6 +21,7 @@ import jsonschema
 import yaml
 
 from sacbench.sac.args import ARG_NAMES, CLEANRL_SAC_ARG_NAMES, Args, validate_args
+from sacbench.tags import LOG_EVERY, MIN_STEADY_SPS_POINTS, STEADY_SPS_TAG, log_steps
 from sacbench.training.envs import EnvError, EnvSpaces, check_env_id, env_spaces
 
 # Trainer arguments the pipeline sets per job (from the run matrix and the profile), so a config
@@ -117,6 +118,8 @@ def validated_config(config: Mapping[str, Any], *, schema: Mapping[str, Any]) ->
     problems = _schema_problems(filled, schema) + _env_problems(filled) + _command_problems(filled)
     if not problems:
         problems = _trainer_problems(filled) + _video_problems(filled)
+    if not problems:
+        problems = _budget_problems(filled)
     if problems:
         raise ConfigError(problems)
     return filled
@@ -492,6 +495,53 @@ def _video_problems(config: Mapping[str, Any]) -> list[str]:
                 "has no video for video_env_ids (set it above 0, or empty video_env_ids)"
             )
     return problems
+
+
+def _budget_problems(config: Mapping[str, Any]) -> list[str]:
+    """Each variant's runs must log enough steady SPS points for the runtimes table, which would
+    otherwise stop the workflow only after every run has trained."""
+    problems: list[str] = []
+    for variant in config["variants"]:
+        if is_command_variant(config, variant=variant):
+            args = {**config["train"], **command_args(config, variant=variant)}
+            overridden = config["variants"][variant].get("args", {})
+            prefix = f"variants.{variant}.args"
+        else:
+            args = trainer_args(config, variant=variant)
+            overridden, prefix = config["variants"][variant], f"variants.{variant}"
+        total, learning_starts = args["total_timesteps"], args["learning_starts"]
+        logged = log_steps(learning_starts=learning_starts, total_timesteps=total)
+        if len(logged) >= MIN_STEADY_SPS_POINTS:
+            continue
+        keys = [
+            f"{prefix if name in overridden else 'train'}.{name}"
+            for name in ("total_timesteps", "learning_starts")
+        ]
+        message = (
+            f"{keys[0]} {total} with {keys[1]} {learning_starts}: the runtimes table's steady "
+            f"SPS needs at least {MIN_STEADY_SPS_POINTS} {STEADY_SPS_TAG} points per run (one "
+            f"every {LOG_EVERY} steps after learning_starts), these runs log {len(logged)}; "
+            f"the smallest budget that works is total_timesteps "
+            f"{smallest_tabulated_budget(learning_starts)}"
+        )
+        if largest_learning_starts(total) >= 0:
+            message += f", or learning_starts at most {largest_learning_starts(total)}"
+        if message not in problems:
+            problems.append(message)
+    return problems
+
+
+def smallest_tabulated_budget(learning_starts: int) -> int:
+    """The fewest total_timesteps whose runs log MIN_STEADY_SPS_POINTS log points."""
+    first = log_steps(learning_starts=learning_starts, total_timesteps=learning_starts + 1).start
+    return first + (MIN_STEADY_SPS_POINTS - 1) * LOG_EVERY + 1
+
+
+def largest_learning_starts(total_timesteps: int) -> int:
+    """The largest learning_starts with which a total_timesteps run logs MIN_STEADY_SPS_POINTS
+    log points (negative when none does)."""
+    last = (total_timesteps - 1) // LOG_EVERY * LOG_EVERY
+    return last - (MIN_STEADY_SPS_POINTS - 1) * LOG_EVERY - 1
 
 
 def _source_of(problem: str, *, config: Mapping[str, Any], variant: str) -> str:

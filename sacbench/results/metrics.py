@@ -12,7 +12,14 @@ import pandas as pd
 
 from sacbench import published
 from sacbench.results.runs import MetricError, Run
-from sacbench.tags import ELAPSED_TAG, EVAL_RETURN_TAG, RETURN_TAG, SPS_TAG, STEADY_SPS_TAG
+from sacbench.tags import (
+    ELAPSED_TAG,
+    EVAL_RETURN_TAG,
+    MIN_STEADY_SPS_POINTS,
+    RETURN_TAG,
+    SPS_TAG,
+    STEADY_SPS_TAG,
+)
 
 # openrlbenchmark (via expt's AGGREGATE_MEAN_LAST(0.1)) averages this fraction of the last rows.
 OPENRLBENCHMARK_TAIL = 0.1
@@ -142,9 +149,9 @@ def steady_windows(run: Run) -> SteadyWindows:
     if points.empty:
         raise MetricError(f"{run.key.label}: no {STEADY_SPS_TAG} values in {run.csv_path}")
     source = STEADY_SPS_TAG if logs_steady_sps(run) else f"{SPS_TAG} (wall times)"
-    if len(points) < 2:
+    if len(points) < MIN_STEADY_SPS_POINTS:
         raise MetricError(
-            f"{run.key.label}: steady SPS needs at least 2 {source} points, "
+            f"{run.key.label}: steady SPS needs at least {MIN_STEADY_SPS_POINTS} {source} points, "
             f"{run.csv_path} has {len(points)}"
         )
     steps = points["step"].to_numpy(dtype=np.float64)

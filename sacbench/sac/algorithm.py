@@ -12,7 +12,8 @@ Read top to bottom, each piece is what one part of CleanRL's script computes:
 
 The learners that apply these (sacbench.sac.reference_learner literally, sacbench.sac.fast_learner
 with less work) and the loop that drives them (sacbench.training.loop) live elsewhere, so that
-this module depends on torch alone.
+this module depends on torch alone (and on sacbench.tags for the log cadence, LOG_EVERY,
+which the config check and the results share).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from sacbench.tags import LOG_EVERY
+
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
-LOG_EVERY = 100  # CleanRL writes losses and SPS every 100 steps once training has started
 
 
 # ==== 1. Networks ================================================================================

@@ -56,8 +56,10 @@ class Args:
     """automatic tuning of the entropy coefficient"""
 
     # sacbench's additions
-    run_dir: str = "runs/sac"
-    """where events, metadata.json, checkpoints and complete.json go; re-running resumes here"""
+    run_dir: str | None = None
+    """where events, metadata.json, checkpoints and complete.json go; re-running resumes here.
+    None: runs/{env_id}__{exp_name}__{seed}, CleanRL's run name without its time, so that the
+    same command run again resumes the run"""
     threads: int = 1
     """torch intra-op threads"""
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -234,6 +236,19 @@ def _wandb_problems(args: Args) -> list[str]:
             f"--wandb-entity must name a W&B user or team (or be None), got {args.wandb_entity!r}"
         )
     return problems
+
+
+def default_run_dir(args: Args) -> str:
+    """CleanRL's runs/{run_name} without the time that ends its run name: one run dir per task,
+    experiment and seed, which a second start of the same run finds and resumes."""
+    return f"runs/{args.env_id}__{args.exp_name}__{args.seed}"
+
+
+def with_run_dir(args: Args) -> Args:
+    """`args` with run_dir filled in (default_run_dir) when it was not given."""
+    if args.run_dir is not None:
+        return args
+    return dataclasses.replace(args, run_dir=default_run_dir(args))
 
 
 def run_defining_args(args: Args) -> dict[str, object]:

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
-from sacbench.sac.args import Args, run_defining_args, validate_args
+from sacbench.sac.args import Args, run_defining_args, validate_args, with_run_dir
 from sacbench.sac.cpu_features import NATIVE_BF16_FLAGS
 from sacbench.sac.fused import fused_update_extension
 from sacbench.sac.learners import Learner, make_learner
@@ -74,6 +74,7 @@ def check_fused_update(device: torch.device) -> None:
 
 def train(args: Args) -> int:
     """Train (or resume) the run in args.run_dir; return the process exit status."""
+    args = announced_run_dir(args)
     check_arguments(args)
     run_dir = RunDir(Path(args.run_dir))
     if finished_run(run_dir, args):
@@ -120,6 +121,15 @@ def train(args: Args) -> int:
     record_end(session, exit_code, exit_status, end_step, elapsed_total)
     finish_tracking(tracker, exit_code=exit_code, stopped=exit_code != 0)
     return exit_code
+
+
+def announced_run_dir(args: Args) -> Args:
+    """`args` with its run dir (runs/{env_id}__{exp_name}__{seed} when none was given), which
+    the log's first line names."""
+    resolved = with_run_dir(args)
+    how = "" if args.run_dir is not None else " (no --run-dir: runs/{env_id}__{exp_name}__{seed})"
+    print(f"run dir: {resolved.run_dir}{how}", flush=True)
+    return resolved
 
 
 def check_arguments(args: Args) -> None:
@@ -355,13 +365,11 @@ def log_update(
     *,
     now: float,
     steady_sps: float,
-    label: str = "",
 ) -> None:
-    """A log point of the session's run: its losses, SPS and elapsed time, and CleanRL's line
-    (after `label`)."""
+    """A log point of the session's run: its losses, SPS and elapsed time. Nothing is printed:
+    report_progress's progress line replaces CleanRL's SPS line every 100 steps."""
     elapsed = now - session.state.start_time
     event_log.update(metrics, global_step, elapsed=elapsed, steady_sps=steady_sps)
-    print(f"{label}global_step={global_step}, SPS={int(global_step / elapsed)}", flush=True)
 
 
 def _maybe_evaluate(
@@ -441,8 +449,9 @@ def stop_status(
     return f"signal {name}", 128 + stop.signal_number
 
 
-def report_progress(session: Session, finished_steps: int) -> None:
+def report_progress(session: Session, finished_steps: int, *, label: str = "") -> None:
     # In the random-action phase too: watchers see a run move from its first steps on.
+    session.progress.print_line(global_step=finished_steps, label=label)
     if finished_steps % LOG_EVERY == 0 and finished_steps < session.args.total_timesteps:
         session.progress.update(
             global_step=finished_steps, elapsed_seconds=time.time() - session.state.start_time

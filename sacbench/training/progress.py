@@ -38,6 +38,9 @@ RATE_WINDOW_SECONDS = 60.0
 # An fsync'd rewrite costs ~10 ms. Every 100 steps is nothing at CPU speed (10-30 ms a step) but
 # ~5% of a compiled GPU run's throughput (~700 SPS), which is what this benchmark measures.
 MIN_WRITE_SECONDS = 1.0
+# The trainer's progress line on stdout comes at most this often: a 1M-step run's log stays
+# readable (CleanRL prints its SPS every 100 steps, 10,000 lines), yet a watcher sees it move.
+PROGRESS_LINE_SECONDS = 10.0
 
 
 def _check_int(name: str, value: object, *, minimum: int) -> int:
@@ -79,6 +82,7 @@ class RunProgress:
         self._rate_samples: deque[tuple[float, int]] = deque([(time.monotonic(), start_step)])
         self._last_step = start_step
         self._last_write = -math.inf  # monotonic time of the last write
+        self._last_line = self._rate_samples[0]  # (monotonic time, global_step) of the last line
 
     def _restore(self, saved: Mapping[str, Any], *, checkpoint_step: int) -> None:
         returns, episodes = saved.get("returns"), saved.get("episodes")
@@ -115,6 +119,26 @@ class RunProgress:
             "at": utc_now(),
             "unix_time": time.time(),
         }
+
+    def print_line(self, *, global_step: int, label: str = "") -> None:
+        """Print the progress line (after `label`) when PROGRESS_LINE_SECONDS have passed since
+        the last one (or the session's start): the step, its share of the run, the steps per
+        second since that line, the time left at that pace and the last episode's return."""
+        now = time.monotonic()
+        last_time, last_step = self._last_line
+        if now - last_time < PROGRESS_LINE_SECONDS:
+            return
+        self._last_line = (now, global_step)
+        sps = (global_step - last_step) / (now - last_time)
+        left = self.total_timesteps - global_step
+        eta = format_duration(left / sps) if sps > 0 else "–"
+        last_return = f"{self._returns[-1]:.2f}" if self._returns else "none yet"
+        print(
+            f"{label}step={global_step}/{self.total_timesteps} "
+            f"({100 * global_step / self.total_timesteps:.1f}%), SPS={sps:.1f}, ETA={eta}, "
+            f"last_return={last_return}",
+            flush=True,
+        )
 
     # ---- the file ------------------------------------------------------------------------------
 
@@ -197,3 +221,15 @@ class RunProgress:
         if len(self._rate_samples) < 2 or span <= 0:
             return None, None
         return (global_step - first_step) / span, span
+
+
+def format_duration(seconds: float) -> str:
+    """A short duration: 45s, 12m05s, 3h07m, 2d04h."""
+    whole = max(int(round(seconds)), 0)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    if whole < 86400:
+        return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
+    return f"{whole // 86400}d{whole % 86400 // 3600:02d}h"

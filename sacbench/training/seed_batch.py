@@ -296,8 +296,8 @@ def _batch_session(batch: SeedBatch) -> tuple[int, str, int, list[float]]:
             if stopped is not None:
                 exit_status, exit_code = stopped
                 break
-            for session in sessions:
-                report_progress(session, finished_steps)
+            for session, label in zip(sessions, labels, strict=True):
+                report_progress(session, finished_steps, label=label)
         now = time.time()
         elapsed = [now - session.state.start_time for session in sessions]
         for session, event_log, seed_elapsed in zip(sessions, event_logs, elapsed, strict=True):
@@ -335,14 +335,9 @@ def _batch_train_step(
         return False
     now = time.time()
     steady_sps = window.sps(global_step, now)
-    for index, (session, event_log, label) in enumerate(
-        zip(batch.sessions, event_logs, batch.labels(), strict=True)
-    ):
+    for index, (session, event_log) in enumerate(zip(batch.sessions, event_logs, strict=True)):
         seed_metrics = {name: values[index] for name, values in metrics.items()}
-        log_update(
-            session, event_log, seed_metrics, global_step, now=now, steady_sps=steady_sps,
-            label=label,
-        )  # fmt: skip
+        log_update(session, event_log, seed_metrics, global_step, now=now, steady_sps=steady_sps)
     window.restart(global_step, now)
     return True
 
