@@ -161,7 +161,7 @@ def test_every_run_evaluates_and_the_returns_table_shows_the_final_evaluation(fi
             assert row.eval_n_seeds == 2 and row.eval_episodes_min == 2
             assert row.eval_return_mean == pytest.approx(np.mean(finals))
     table = (finished / "results" / "sac.md").read_text()
-    assert "`base` final eval [G]" in table and "| – " not in table
+    assert "## Final evaluation return [G]" in table and "| – " not in table
 
 
 @pytest.mark.slow
