@@ -129,13 +129,15 @@ def test_plots_command_writes_png_and_svg(extracted: Path, tmp_path: Path) -> No
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
         f"{stem}.{ext}"
-        for stem in ("sac", "sac-time", "sac-sps", "sac-eval")
+        for stem in ("sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate", "sac-profile")
         for ext in ("png", "svg")
     )
     assert (out / "sac.png").read_bytes().startswith(b"\x89PNG")
-    first = (out / "sac.svg").read_bytes()
+    assert (out / "sac-profile.png").read_bytes().startswith(b"\x89PNG")
+    first = {name: (out / name).read_bytes() for name in ("sac.svg", "sac-aggregate.svg")}
     assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
-    assert (out / "sac.svg").read_bytes() == first  # reruns are byte-identical
+    for name, content in first.items():
+        assert (out / name).read_bytes() == content, name  # reruns are byte-identical
 
 
 def test_the_evaluation_figure_is_drawn_only_from_runs_that_evaluated(
@@ -155,6 +157,8 @@ def test_the_evaluation_figure_is_drawn_only_from_runs_that_evaluated(
     assert main(["plots", *flags, "--out-dir", str(tmp_path / "all")]) == 0
     assert sorted(p.stem for p in (tmp_path / "all").glob("*.png")) == [
         "sac",
+        "sac-aggregate",
+        "sac-profile",
         "sac-sps",
         "sac-time",
     ]
@@ -231,3 +235,20 @@ def test_wrong_output_suffix_is_rejected(extracted: Path, tmp_path: Path, capsys
     assert main(["runtimes", *selection_flags(extracted), "--md", str(tmp_path / "x.txt"),
                  "--csv", str(tmp_path / "x.csv")]) == 1  # fmt: skip
     assert "--md must end in .md" in capsys.readouterr().err
+
+
+def test_the_aggregate_figures_need_a_task_pr_424_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extracted = tmp_path / "extracted"
+    write_extracted(extracted, tmp_path / "runs", SyntheticRun(env_id="Ant-v5"), variant="a")
+    flags = ["--extracted-dir", str(extracted), "--variants", "a", "--env-ids", "Ant-v5"]
+    flags += ["--seeds", "1"]
+    assert main(["plots", *flags, "--out-dir", str(tmp_path / "all")]) == 0
+    assert "sac-profile.png" not in {p.name for p in (tmp_path / "all").iterdir()}
+    out = tmp_path / "profile"
+    assert main(["plots", *flags, "--out-dir", str(out), "--figures", "sac-profile"]) == 1
+    assert "--figures sac-profile: no selected task has a published pr-424 return" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()

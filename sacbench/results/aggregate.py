@@ -75,6 +75,19 @@ def _normalised_scores(
     return scores
 
 
+def normalised_scores(
+    runset: RunSet, *, last_episodes: int, allow_missing: bool
+) -> tuple[list[str], Scores]:
+    """The tasks with normalisation anchors and each (variant, task)'s runs' normalised scores,
+    as the aggregate table computes them (for the figures drawn from the same numbers)."""
+    notes = Notes()
+    problems: dict[str, str] = {}
+    tasks, _ = _anchored_tasks(runset.selection, notes)
+    scores = _normalised_scores(runset, tasks, last_episodes, notes, problems)
+    raise_problems(problems, allow_missing)
+    return tasks, scores
+
+
 def _one_run_per_task(by_task: Sequence[np.ndarray]) -> bool:
     """Resampling one run per task gives back the same runs: no interval."""
     return all(task.size == 1 for task in by_task)
@@ -87,7 +100,7 @@ def _estimate_text(estimate: float, low: float, high: float) -> str:
     return f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def _aggregate_estimates(
+def aggregate_estimates(
     by_task: list[np.ndarray], variant: str, bootstrap: Bootstrap
 ) -> dict[str, tuple[float, float, float]]:
     """IQM and mean of the variant's scores over tasks: {name: (estimate, CI low, CI high)}."""
@@ -127,9 +140,7 @@ def _score_rows(
             rows.append([f"`{variant}`{mark}", "0", "0", "n/a", "n/a"])
             continue
         texts = {}
-        for name, (estimate, low, high) in _aggregate_estimates(
-            by_task, variant, bootstrap
-        ).items():
+        for name, (estimate, low, high) in aggregate_estimates(by_task, variant, bootstrap).items():
             texts[name] = _estimate_text(estimate, low, high)
             csv_rows.append(
                 {

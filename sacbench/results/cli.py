@@ -5,8 +5,10 @@
                                         --md OUT.md --csv OUT.csv [--allow-missing]
     python -m sacbench.report returns   ... --md OUT.md --csv OUT.csv [--last-episodes 100]
                                         [--bootstrap-resamples 2000] [--bootstrap-seed 0]
-    python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..]
-                                        (sac, sac-time, sac-sps, sac-eval: .png, .svg)
+    python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..] [--last-episodes 100]
+                                        [--bootstrap-resamples 2000] [--bootstrap-seed 0]
+                                        (sac, sac-time, sac-sps, sac-eval, sac-aggregate,
+                                        sac-profile: .png, .svg)
     python -m sacbench.report aggregate ... --md OUT.md --csv OUT.csv [--bootstrap-resamples 2000]
     python -m sacbench.report video     --run-dir DIR --mp4 OUT.mp4 --html OUT.html
 
@@ -24,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sacbench import published
 from sacbench.atomic import write_atomically
 from sacbench.events import READERS, EventLogError
 from sacbench.results import definitions, stats
@@ -36,7 +39,16 @@ from sacbench.results.runtimes import runtimes_table
 from sacbench.results.videos import publish_video
 
 # The names of sacbench.results.plots.FIGURES, which imports matplotlib only when plots are drawn.
-FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval")
+FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate", "sac-profile")
+
+
+# Why `--figures NAME` has nothing to draw, for the figures that need more than runs.
+NO_DATA = "none of the runs logged what it shows"
+FIGURE_NEEDS = {
+    name: f"no selected task has a published {published.LABEL} return to normalise by (the "
+    f"aggregate's tasks: {', '.join(published.PR424)})"
+    for name in ("sac-aggregate", "sac-profile")
+}
 
 
 class ReportError(ValueError):
@@ -147,15 +159,20 @@ def command_plots(options: argparse.Namespace) -> None:
 
     if options.smoothing_episodes < 1:
         raise ReportError(f"--smoothing-episodes must be >= 1, got {options.smoothing_episodes}")
+    _check_statistics(options)
     runset = _runset(options)
     names = options.figures or plots.figures_with_data(runset)
     for name in names:
         if name in plots.HAS_DATA and not plots.HAS_DATA[name](runset):
-            raise ReportError(f"--figures {name}: none of the runs logged what it shows")
-    figures = {
-        name: plots.FIGURES[name](runset, smoothing_episodes=options.smoothing_episodes)
-        for name in dict.fromkeys(names)
-    }
+            raise ReportError(f"--figures {name}: {FIGURE_NEEDS.get(name, NO_DATA)}")
+    figure_options = plots.FigureOptions(
+        smoothing_episodes=options.smoothing_episodes,
+        last_episodes=options.last_episodes,
+        bootstrap_resamples=options.bootstrap_resamples,
+        bootstrap_seed=options.bootstrap_seed,
+        allow_missing=options.allow_missing,
+    )
+    figures = {name: plots.FIGURES[name](runset, figure_options) for name in dict.fromkeys(names)}
     outputs: dict[Path, str | bytes] = {}
     for name, figure in figures.items():
         for extension in ("png", "svg"):
@@ -213,15 +230,18 @@ def build_parser() -> argparse.ArgumentParser:
         table.add_argument("--md", type=Path, required=True)
         table.add_argument("--csv", type=Path, required=True)
 
-    plot = commands.add_parser("plots", help="results/plots/sac{,-time,-sps,-eval}.{png,svg}")
+    plot = commands.add_parser(
+        "plots", help="results/plots/sac{,-time,-sps,-eval,-aggregate,-profile}.{png,svg}"
+    )
     _selection_arguments(plot)
+    _bootstrap_arguments(plot)  # the aggregate figures' statistics, as the aggregate table's
     plot.add_argument("--out-dir", type=Path, required=True)
     plot.add_argument(
         "--figures",
         nargs="+",
         choices=FIGURE_NAMES,
         help="the figures to draw (default: every one the runs have data for; sac-eval needs "
-        "runs that evaluated)",
+        "runs that evaluated, sac-aggregate and sac-profile a task pr-424 ran)",
     )
     plot.add_argument(
         "--smoothing-episodes",
