@@ -406,6 +406,8 @@ def test_the_evaluation_figure_needs_runs_that_evaluated(tmp_path: Path) -> None
     ]  # fmt: skip
     with pytest.raises(ValueError, match="no run logged eval/episodic_return"):
         plots.evaluation_returns(runset)
+    ant = _runset(tmp_path / "ant", [SyntheticRun(seed=1, env_id="Ant-v5")], ("fast",))
+    assert plots.figures_with_data(ant) == ["sac", "sac-time", "sac-sps"]  # nothing to normalise
     mixed = _runset(
         tmp_path / "mixed", [SyntheticRun(seed=1, eval_episodes=2), SyntheticRun(seed=2)], ("a",)
     )

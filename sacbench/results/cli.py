@@ -2,7 +2,8 @@
 
     python -m sacbench.report extract   --run-dir DIR --output OUT.csv
     python -m sacbench.report runtimes  --extracted-dir D --variants V.. --env-ids E.. --seeds S..
-                                        --md OUT.md --csv OUT.csv [--allow-missing]
+                                        --md OUT.md --csv OUT.csv [--html OUT.html]
+                                        [--allow-missing]
     python -m sacbench.report returns   ... --md OUT.md --csv OUT.csv [--last-episodes 100]
                                         [--bootstrap-resamples 2000] [--bootstrap-seed 0]
     python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..] [--last-episodes 100]
@@ -32,6 +33,7 @@ from sacbench.events import READERS, EventLogError
 from sacbench.results import definitions, stats
 from sacbench.results.aggregate import aggregate_table
 from sacbench.results.extract import extract_run
+from sacbench.results.html_tables import table_page
 from sacbench.results.render import TableText
 from sacbench.results.returns import returns_table
 from sacbench.results.runs import ResultsInputError, RunSet, Selection, load_runs
@@ -138,14 +140,20 @@ TABLE_COMMANDS: dict[str, TableCommand] = {
 
 
 def command_table(name: str, options: argparse.Namespace) -> None:
-    """Check the flags, render the table in memory, then write its .md and .csv."""
+    """Check the flags, render the table in memory, then write its .md and .csv (and, with
+    --html, the page that shows it in the Snakemake report)."""
     command = TABLE_COMMANDS[name]
     _check_suffix(options.md, ".md", "--md")
     _check_suffix(options.csv, ".csv", "--csv")
+    if options.html is not None:
+        _check_suffix(options.html, ".html", "--html")
     if command.statistics:
         _check_statistics(options)
     table = command.render(_runset(options), options)
-    write_all({options.md: table.markdown, options.csv: table.csv})
+    outputs: dict[Path, str | bytes] = {options.md: table.markdown, options.csv: table.csv}
+    if options.html is not None:
+        outputs[options.html] = table_page(table.markdown)
+    write_all(outputs)
 
 
 def command_plots(options: argparse.Namespace) -> None:
@@ -229,6 +237,11 @@ def build_parser() -> argparse.ArgumentParser:
             _bootstrap_arguments(table)
         table.add_argument("--md", type=Path, required=True)
         table.add_argument("--csv", type=Path, required=True)
+        table.add_argument(
+            "--html",
+            type=Path,
+            help="also write the table as an HTML page (the Snakemake report shows it inline)",
+        )
 
     plot = commands.add_parser(
         "plots", help="results/plots/sac{,-time,-sps,-eval,-aggregate,-profile}.{png,svg}"
