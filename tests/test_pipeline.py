@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from headless_browser import chromium_or_skip, shown_tables
 
 REPO = Path(__file__).resolve().parents[1]
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -53,9 +54,12 @@ FINAL_TARGETS = [
     "results/sac.csv",
     "results/sac_aggregate.md",
     "results/sac_aggregate.csv",
+    "results/sac_runtimes.html",
+    "results/sac.html",
+    "results/sac_aggregate.html",
     *[
         f"results/plots/{name}.{ext}"
-        for name in ("sac", "sac-time", "sac-sps", "sac-eval")
+        for name in ("sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate", "sac-profile")
         for ext in ("png", "svg")
     ],
 ]
@@ -161,7 +165,7 @@ def test_every_run_evaluates_and_the_returns_table_shows_the_final_evaluation(fi
             assert row.eval_n_seeds == 2 and row.eval_episodes_min == 2
             assert row.eval_return_mean == pytest.approx(np.mean(finals))
     table = (finished / "results" / "sac.md").read_text()
-    assert "`base` final eval [G]" in table and "| – " not in table
+    assert "## Final evaluation return [G]" in table and "| – " not in table
 
 
 @pytest.mark.slow
@@ -175,13 +179,43 @@ def test_second_invocation_schedules_nothing(finished: Path):
     assert "Nothing to be done" in done.stdout + done.stderr
 
 
-@pytest.mark.slow
-def test_html_report_holds_every_table_and_plot(finished: Path):
+@pytest.fixture(scope="module")
+def html_report(finished: Path) -> Path:
+    """`snakemake --report` of the finished tiny pipeline."""
     done = snakemake(finished, "--report", "results/report.html")
     assert done.returncode == 0, done.stdout + done.stderr
-    report = (finished / "results" / "report.html").read_text(errors="replace")
-    for name in ("sac.md", "sac_runtimes.md", "sac.png", "sac-eval.png"):
+    return finished / "results" / "report.html"
+
+
+@pytest.mark.slow
+def test_html_report_holds_every_table_and_plot(html_report: Path):
+    report = html_report.read_text(errors="replace")
+    for name in ("sac.md", "sac_runtimes.md", "sac.png", "sac-eval.png", "sac-aggregate.png",
+                 "sac-profile.png", "sac.csv", "sac_aggregate.csv", "sac.html"):  # fmt: skip
         assert name in report, name
+
+
+def _markdown_cells(markdown: str) -> list[list[str]]:
+    """Every row of every pipe table, as its text shows (no code or bold marks), rules left out."""
+    return [
+        [cell.strip().replace("`", "").replace("**", "") for cell in line.strip("|").split(" | ")]
+        for line in markdown.splitlines()
+        if line.startswith("| ") and not line.startswith("| ---")
+    ]
+
+
+@pytest.mark.slow
+def test_the_report_shows_every_table_inline(finished: Path, html_report: Path):
+    """A reader opens each table from the report's "Tables" list in headless Chromium, and the
+    viewer shows every cell of its markdown."""
+    chromium = chromium_or_skip()
+    tables = {"sac": "episodic returns", "sac_runtimes": "throughput and wall-clock",
+              "sac_aggregate": "aggregate statistics"}  # fmt: skip
+    rows = {stem: f"{stem} ({label})" for stem, label in tables.items()}
+    shown = shown_tables(chromium, html_report, list(rows.values()))
+    for stem, row in rows.items():
+        expected = _markdown_cells((finished / "results" / f"{stem}.md").read_text())
+        assert len(expected) > 10 and shown[row] == expected, stem
 
 
 @pytest.mark.slow

@@ -3,6 +3,7 @@ drawn, and no text covers a curve or another text, for smoke-sized and long runs
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 import pytest
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
@@ -26,6 +28,7 @@ from synthetic_runs import (
 
 from sacbench import published
 from sacbench.results import plots
+from sacbench.results.aggregate import aggregate_table
 from sacbench.results.runs import RunSet, Selection, load_runs
 
 # Four tasks: the 3-column grid needs a second row with two empty slots removed.
@@ -172,11 +175,15 @@ def _texts(figure: Figure) -> list[Text]:
     return [text for text in texts if text.get_visible() and text.get_text().strip()]
 
 
+LAYOUT_OPTIONS = plots.FigureOptions(bootstrap_resamples=200)
 FIGURES: list[tuple[str, Callable[[RunSet], Figure]]] = [
     ("sac", lambda rs: plots.returns_vs_steps(rs, smoothing_episodes=10)),
     ("sac-time", lambda rs: plots.returns_vs_time(rs, smoothing_episodes=10)),
     ("sac-sps", plots.sps_vs_steps),
     ("sac-eval", plots.evaluation_returns),
+    # Layout only: fewer bootstrap resamples than the report's 2,000 draw the same shapes faster.
+    ("sac-aggregate", lambda rs: plots.aggregate_intervals(rs, options=LAYOUT_OPTIONS)),
+    ("sac-profile", lambda rs: plots.performance_profile(rs, options=LAYOUT_OPTIONS)),
 ]
 RUNSETS = ["runset", "inrange_runset", "long_runset"]
 
@@ -395,9 +402,14 @@ def test_a_final_evaluation_alone_is_a_point_with_its_spread(inrange_runset: Run
 
 def test_the_evaluation_figure_needs_runs_that_evaluated(tmp_path: Path) -> None:
     runset = _runset(tmp_path / "none", [SyntheticRun(seed=1)], ("fast",))
-    assert plots.figures_with_data(runset) == ["sac", "sac-time", "sac-sps"]
+    # Hopper-v4 has normalisation anchors, so the aggregate figures are drawn.
+    assert plots.figures_with_data(runset) == [
+        "sac", "sac-time", "sac-sps", "sac-aggregate", "sac-profile"
+    ]  # fmt: skip
     with pytest.raises(ValueError, match="no run logged eval/episodic_return"):
         plots.evaluation_returns(runset)
+    ant = _runset(tmp_path / "ant", [SyntheticRun(seed=1, env_id="Ant-v5")], ("fast",))
+    assert plots.figures_with_data(ant) == ["sac", "sac-time", "sac-sps"]  # nothing to normalise
     mixed = _runset(
         tmp_path / "mixed", [SyntheticRun(seed=1, eval_episodes=2), SyntheticRun(seed=2)], ("a",)
     )
@@ -405,5 +417,43 @@ def test_the_evaluation_figure_needs_runs_that_evaluated(tmp_path: Path) -> None
     figure = plots.evaluation_returns(mixed)
     try:
         assert "No evaluation logged (not drawn): a/Hopper-v4/seed 2" in figure.get_suptitle()
+    finally:
+        plt.close(figure)
+
+
+# ---- the rliable-style figures of the aggregate statistics ---------------------------------------
+
+
+def test_the_aggregate_figure_draws_the_tables_estimates_and_intervals(runset: RunSet) -> None:
+    table = aggregate_table(
+        runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
+    )
+    rows = pd.read_csv(io.StringIO(table.csv))
+    figure = plots.aggregate_intervals(runset, options=plots.FigureOptions())
+    try:
+        lines = {line.get_gid(): line for axis in figure.axes for line in axis.get_lines()}
+        for row in rows[rows.statistic != "probability_of_improvement"].itertuples():
+            bar = lines[f"interval:{row.statistic}:{row.variant}"]
+            assert list(bar.get_xdata()) == [row.ci95_low, row.ci95_high]
+            (estimate,) = lines[f"estimate:{row.statistic}:{row.variant}"].get_xdata()
+            assert estimate == row.value and row.ci95_low <= estimate <= row.ci95_high
+        assert "Left out (no published pr-424 return): MyTask-v0" in figure.texts[0].get_text()
+    finally:
+        plt.close(figure)
+
+
+def test_the_performance_profile_falls_from_all_runs_to_none(runset: RunSet) -> None:
+    figure = plots.performance_profile(runset, options=plots.FigureOptions())
+    try:
+        (axis,) = figure.axes
+        for variant in GOLDEN_VARIANTS:
+            (line,) = _lines(axis, "profile:")[variant]
+            taus, fractions = line.get_xdata(), line.get_ydata()
+            assert fractions[0] == 1.0 and fractions[-1] == 0.0
+            assert np.all(np.diff(fractions) <= 0)
+            # 3 tasks x 3 seeds: every value a mean over tasks of thirds
+            assert np.allclose(fractions * 9, np.round(fractions * 9))
+            assert taus[0] < 0.0 and taus[-1] > 1.0  # random and pr-424 both on the axis
+        assert len(axis.collections) == len(GOLDEN_VARIANTS)  # one CI band per variant
     finally:
         plt.close(figure)

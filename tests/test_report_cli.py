@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
@@ -109,6 +110,66 @@ def test_extract_with_tensorboards_accumulator_gives_the_same_csv(tmp_path: Path
     ).read_text()
 
 
+def markdown_cells(markdown: str) -> list[list[str]]:
+    """Every row of every pipe table in ``markdown`` as its text shows (no code or bold marks),
+    header rows included, rule rows not."""
+    rows = []
+    for line in markdown.splitlines():
+        if line.startswith("| ") and not line.startswith("| ---"):
+            cells = line.strip("|").split(" | ")
+            rows.append([cell.strip().replace("`", "").replace("**", "") for cell in cells])
+    return rows
+
+
+class _CellParser(HTMLParser):
+    """The text of each <th>/<td>, row by row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append("".join(self._cell).strip())
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def html_cells(page: str) -> list[list[str]]:
+    parser = _CellParser()
+    parser.feed(page)
+    return parser.rows
+
+
+def test_table_commands_write_an_html_page_with_every_cell(extracted: Path, tmp_path: Path) -> None:
+    flags = selection_flags(extracted)
+    for command, stem in (
+        ("runtimes", "sac_runtimes"),
+        ("returns", "sac"),
+        ("aggregate", "sac_aggregate"),
+    ):
+        md, csv, page = (tmp_path / f"{stem}.{ext}" for ext in ("md", "csv", "html"))
+        assert main([command, *flags, "--md", str(md), "--csv", str(csv), "--html", str(page)]) == 0
+        golden = (Path(__file__).parent / "golden" / f"{stem}.md").read_text()
+        assert md.read_text() == golden  # the page changes nothing else
+        text = page.read_text()
+        assert html_cells(text) == markdown_cells(golden)
+        assert len(html_cells(text)) > 10
+        title = golden.splitlines()[0].removeprefix("# ")
+        assert f"<title>{title}</title>" in text and f"<h1>{title}</h1>" in text
+        assert "<h2>Provenance</h2>" in text and "Definitions and units" in text
+
+
 def test_table_commands_write_markdown_and_csv(extracted: Path, tmp_path: Path) -> None:
     flags = selection_flags(extracted)
     for command, stem in (
@@ -129,13 +190,15 @@ def test_plots_command_writes_png_and_svg(extracted: Path, tmp_path: Path) -> No
     names = sorted(p.name for p in out.iterdir())
     assert names == sorted(
         f"{stem}.{ext}"
-        for stem in ("sac", "sac-time", "sac-sps", "sac-eval")
+        for stem in ("sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate", "sac-profile")
         for ext in ("png", "svg")
     )
     assert (out / "sac.png").read_bytes().startswith(b"\x89PNG")
-    first = (out / "sac.svg").read_bytes()
+    assert (out / "sac-profile.png").read_bytes().startswith(b"\x89PNG")
+    first = {name: (out / name).read_bytes() for name in ("sac.svg", "sac-aggregate.svg")}
     assert main(["plots", *selection_flags(extracted), "--out-dir", str(out)]) == 0
-    assert (out / "sac.svg").read_bytes() == first  # reruns are byte-identical
+    for name, content in first.items():
+        assert (out / name).read_bytes() == content, name  # reruns are byte-identical
 
 
 def test_the_evaluation_figure_is_drawn_only_from_runs_that_evaluated(
@@ -155,6 +218,8 @@ def test_the_evaluation_figure_is_drawn_only_from_runs_that_evaluated(
     assert main(["plots", *flags, "--out-dir", str(tmp_path / "all")]) == 0
     assert sorted(p.stem for p in (tmp_path / "all").glob("*.png")) == [
         "sac",
+        "sac-aggregate",
+        "sac-profile",
         "sac-sps",
         "sac-time",
     ]
@@ -231,3 +296,18 @@ def test_wrong_output_suffix_is_rejected(extracted: Path, tmp_path: Path, capsys
     assert main(["runtimes", *selection_flags(extracted), "--md", str(tmp_path / "x.txt"),
                  "--csv", str(tmp_path / "x.csv")]) == 1  # fmt: skip
     assert "--md must end in .md" in capsys.readouterr().err
+
+
+def test_the_aggregate_figures_need_a_task_pr_424_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    extracted = tmp_path / "extracted"
+    write_extracted(extracted, tmp_path / "runs", SyntheticRun(env_id="Ant-v5"), variant="a")
+    flags = ["--extracted-dir", str(extracted), "--variants", "a", "--env-ids", "Ant-v5"]
+    flags += ["--seeds", "1"]
+    out = tmp_path / "profile"
+    assert main(["plots", *flags, "--out-dir", str(out), "--figures", "sac-profile"]) == 1
+    assert "--figures sac-profile: no selected task has a published pr-424 return" in (
+        capsys.readouterr().err
+    )
+    assert not out.exists()

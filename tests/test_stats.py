@@ -105,3 +105,29 @@ def test_seeded_rng_streams_depend_on_label_and_seed() -> None:
     assert (draw == stats.seeded_rng(seed=0, label="a").integers(0, 1 << 30, size=4)).all()
     assert not (draw == stats.seeded_rng(seed=1, label="a").integers(0, 1 << 30, size=4)).all()
     assert not (draw == stats.seeded_rng(seed=0, label="b").integers(0, 1 << 30, size=4)).all()
+
+
+# ---- performance profiles ---------------------------------------------------------------------
+
+
+def test_performance_profile_is_the_mean_over_tasks_of_the_fraction_above_each_score() -> None:
+    tasks = [np.array([0.0, 0.5, 1.0]), np.array([2.0])]
+    profile = stats.performance_profile(tasks, [-1.0, 0.0, 0.25, 1.0, 2.0])
+    # tau 0.25: 2 of 3 runs of the first task and its one run of the second; scores equal to
+    # tau are not above it.
+    np.testing.assert_allclose(profile, [1.0, (2 / 3 + 1) / 2, (2 / 3 + 1) / 2, 0.5, 0.0])
+
+
+def test_performance_profile_ci_brackets_the_profile() -> None:
+    tasks = [np.array([0.1, 0.4, 0.9, 0.3]), np.array([0.2, 0.8, 0.6])]
+    taus = np.linspace(-0.1, 1.0, 50)
+    profile = stats.performance_profile(tasks, taus)
+    low, high = stats.performance_profile_ci(
+        tasks, taus, resamples=2000, rng=np.random.default_rng(3)
+    )
+    assert low.shape == high.shape == profile.shape
+    assert np.all(low <= profile + 1e-12) and np.all(profile <= high + 1e-12)
+    assert np.all(np.diff(profile) <= 0) and profile[0] == 1.0 and profile[-1] == 0.0
+    assert np.any(high - low > 0.2)  # four and three runs leave wide bands
+    again = stats.performance_profile_ci(tasks, taus, resamples=2000, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(again[0], low)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -34,7 +35,13 @@ from sacbench.results.metrics import (
     steady_windows,
     wall_clock_minutes,
 )
-from sacbench.results.render import duration_text
+from sacbench.results.render import (
+    MINUTES,
+    SECONDS,
+    DurationUnit,
+    duration_text,
+    duration_unit,
+)
 from sacbench.results.returns import returns_table
 from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection, load_runs
 from sacbench.results.runtimes import runtimes_table
@@ -188,11 +195,19 @@ def test_a_return_cell_recomputed_from_raw_events(runset: RunSet, golden_root: P
         runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
     ).markdown
     row = _row(markdown, "## Training return", "HalfCheetah-v4")
-    # Columns: env, then (return, CI, n, final eval, eval CI) per variant, then pr-424.
-    assert row[6].split(" [")[0] == expected
-    assert row[8] == "3"
+    # The headline: env, then one cell per variant, then pr-424.
+    assert row[2].split(" [")[0] == expected
+    assert _interval_row(markdown, "HalfCheetah-v4", "baseline")[2] == "3"
     pr424 = published.PR424["HalfCheetah-v4"]
-    assert row[11] == f"{pr424.return_mean:,.2f} ± {pr424.return_std:,.2f}"
+    assert row[3] == f"{pr424.return_mean:,.2f} ± {pr424.return_std:,.2f}"
+
+
+def _interval_row(markdown: str, env_id: str, variant: str) -> list[str]:
+    """sac.md's intervals row of a task and variant: env, variant, n, CI, eval n, eval CI."""
+    block = markdown.split("## 95% confidence intervals", 1)[1]
+    prefix = f"| {env_id} | `{variant}` |"
+    line = next(line for line in block.splitlines() if line.startswith(prefix))
+    return [cell.strip() for cell in line.strip("|").split("|")]
 
 
 def _raw_points(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -219,9 +234,11 @@ def test_a_final_eval_cell_recomputed_from_raw_events(runset: RunSet, golden_roo
     markdown = returns_table(
         runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
     ).markdown
-    row = _row(markdown, "## Training return", "Hopper-v4")
-    assert row[4] == f"{np.mean(per_seed):,.2f} ± {np.std(per_seed):,.2f}"
-    low, high = (float(text) for text in row[5].strip("[]").split(", "))
+    row = _row(markdown, "## Final evaluation return", "Hopper-v4")
+    assert row[1] == f"{np.mean(per_seed):,.2f} ± {np.std(per_seed):,.2f}"
+    interval = _interval_row(markdown, "Hopper-v4", "fast")
+    assert interval[4] == "3"
+    low, high = (float(text) for text in interval[5].strip("[]").split(", "))
     assert low <= np.mean(per_seed) <= high and low >= min(per_seed) and high <= max(per_seed)
 
 
@@ -334,20 +351,34 @@ def test_projected_cells_recomputed_from_raw_events(runset: RunSet, golden_root:
 
 
 @pytest.mark.parametrize(
-    ("minutes", "std", "text"),
+    ("minutes", "std", "unit", "text"),
     [
-        (0.08, None, "4.8 s"),
-        (0.18418, 0.0005, "11.1 ± 0.0 s"),
-        (59.94 / 60.0, None, "59.9 s"),
-        (1.0, 0.02, "1.00 ± 0.02"),
-        (82.52876, 0.33335, "82.53 ± 0.33"),
-        (1234.5, None, "1,234.50"),
+        (0.08, None, SECONDS, "4.8"),
+        (0.18418, 0.0005, SECONDS, "11.1 ± 0.0"),
+        (59.94 / 60.0, None, SECONDS, "59.9"),
+        (1.0, 0.02, MINUTES, "1.00 ± 0.02"),
+        (82.52876, 0.33335, MINUTES, "82.53 ± 0.33"),
+        (1234.5, None, MINUTES, "1,234.50"),
+        (0.5, 0.01, MINUTES, "0.50 ± 0.01"),  # under a minute in a column of minutes
     ],
 )
-def test_durations_under_a_minute_show_seconds(
-    minutes: float, std: float | None, text: str
+def test_a_duration_is_shown_in_its_columns_unit(
+    minutes: float, std: float | None, unit: DurationUnit, text: str
 ) -> None:
-    assert duration_text(minutes, std) == text
+    assert duration_text(minutes, unit, std) == text
+
+
+@pytest.mark.parametrize(
+    ("column", "unit"),
+    [
+        ([0.08, 0.9999], SECONDS),
+        ([0.08, 1.0], MINUTES),  # one run of a minute or more puts the whole column in minutes
+        ([82.5, float("nan")], MINUTES),
+        ([], MINUTES),
+    ],
+)
+def test_a_column_of_durations_has_one_unit(column: list[float], unit: DurationUnit) -> None:
+    assert duration_unit(column) == unit
 
 
 # ---- missing and broken input --------------------------------------------------------------------
@@ -408,9 +439,11 @@ def test_allow_missing_renders_n_a_cells_with_footnotes(damaged_root: Path) -> N
     assert row[1].startswith("179.0 ± 0.0 [")  # two seeds, with footnote marks
     assert row[2].startswith("n/a [")  # no seed at all
     hopper = _row(returns.markdown, "## Training return", "Hopper-v4")
-    assert hopper[6].startswith("n/a [") and hopper[9].startswith("n/a [")  # baseline: none
-    cheetah = _row(returns.markdown, "## Training return", "HalfCheetah-v4")
-    assert cheetah[9].startswith("485.00 ± 5.00 [")  # seeds 2 and 3 only
+    hopper_eval = _row(returns.markdown, "## Final evaluation return", "Hopper-v4")
+    assert hopper[2].startswith("n/a [") and hopper_eval[2].startswith("n/a [")  # baseline: none
+    assert _interval_row(returns.markdown, "Hopper-v4", "baseline")[2:] == ["0", "n/a", "0", "n/a"]
+    cheetah = _row(returns.markdown, "## Final evaluation return", "HalfCheetah-v4")
+    assert cheetah[2].startswith("485.00 ± 5.00 [")  # seeds 2 and 3 only
     assert "baseline/HalfCheetah-v4: no final evaluation in seed 1" in returns.markdown
 
 
@@ -434,11 +467,14 @@ def test_runs_without_a_final_evaluation_show_a_dash_with_a_note(tmp_path: Path)
     table = returns_table(
         runset, last_episodes=100, bootstrap_resamples=2000, bootstrap_seed=0, allow_missing=False
     )
-    row = _row(table.markdown, "## Training return", "Hopper-v4")
+    row = _row(table.markdown, "## Final evaluation return", "Hopper-v4")
     # seed s: 100 + 0.1 * 2000 + 10 s, episodes spread symmetrically around it
-    assert row[4] == "315.00 ± 5.00" and row[5] == "[310.00, 320.00]"
-    assert row[9].startswith("– [") and row[10] == "–"
-    mark = row[9].split(" ")[1]
+    assert row[1] == "315.00 ± 5.00"
+    assert _interval_row(table.markdown, "Hopper-v4", "evaluated")[5] == "[310.00, 320.00]"
+    assert (
+        row[2].startswith("– [") and _interval_row(table.markdown, "Hopper-v4", "never")[5] == "–"
+    )
+    mark = row[2].split(" ")[1]
     assert f"- {mark} –: no final evaluation in these runs" in table.markdown
     csv = pd.read_csv(io.StringIO(table.csv)).set_index("variant")
     assert csv.loc["evaluated", ["eval_n_seeds", "eval_episodes_min"]].tolist() == [2, 3]
@@ -577,3 +613,42 @@ def test_the_aggregate_leaves_out_tasks_without_a_published_number(
     assert "| `fast` | 0 | 0 | n/a | n/a |" in none.markdown
     assert "Anchors (random / pr-424): none" in none.markdown
     assert none.csv.splitlines()[1:] == []
+
+
+# ---- one seed, one variant: no spread, no interval, no unused footnote ---------------------------
+
+
+def test_one_seed_shows_values_without_std_or_interval(golden_root: Path) -> None:
+    selection = Selection(variants=("fast",), env_ids=GOLDEN_ENV_IDS, seeds=(2,))
+    runset = load_runs(
+        extracted_dir=golden_root / "extracted", selection=selection, allow_missing=False
+    )
+    flags = {"last_episodes": 100, "bootstrap_resamples": 2000, "bootstrap_seed": 0}
+    returns = returns_table(runset, allow_missing=False, **flags)
+    runtimes = runtimes_table(runset, allow_missing=False)
+    aggregate = aggregate_table(runset, allow_missing=False, **flags)
+    for table in (returns, runtimes):
+        results = table.markdown.split("**Definitions and units**")[0]
+        assert "; seed 2)" in results and "over seeds" not in results
+        sections = [line for line in results.splitlines() if line.startswith("## ")]
+        for section in sections:
+            for env_id in GOLDEN_ENV_IDS:
+                assert "±" not in _row(results, section, env_id)[1], (section, env_id)
+    row = _row(returns.markdown, "## Training return", "Hopper-v4")
+    run_dir = golden_root / "runs" / "fast" / "Hopper-v4" / "2"
+    expected = np.mean(_raw_scalars(run_dir, "charts/episodic_return")[-100:])
+    assert row[1].split(" [")[0] == f"{expected:,.2f}"
+    assert row[2] == "2,310.46 ± 342.82"  # pr-424's own std over its three seeds
+    assert "## 95% confidence intervals" not in returns.markdown and "[C]" not in returns.markdown
+    assert _row(runtimes.markdown, "## Wall-clock time", "Hopper-v4")[1] == "11.1"
+    assert re.search(
+        r"^\| `fast` \| 2 \| 2 \| \d\.\d{3} \| \d\.\d{3} \|$", aggregate.markdown, re.M
+    )
+    assert "IQM [E]" in aggregate.markdown and "[95% CI]" not in aggregate.markdown
+    # One variant: no probability of improvement, so its footnote is not defined either.
+    assert "## Probability of improvement" not in aggregate.markdown
+    assert "[F]" not in aggregate.markdown
+    csv = pd.read_csv(io.StringIO(returns.csv)).set_index("variant")
+    assert np.isnan(csv.loc["fast", ["return_std", "ci95_low", "ci95_high"]].to_numpy(float)).all()
+    # The provenance comes after the results, last.
+    assert returns.markdown.index("## Provenance") > returns.markdown.index("**Notes**")

@@ -3,6 +3,7 @@ probability of improvement between variants."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from sacbench import published
 from sacbench.results import stats
 from sacbench.results.definitions import aggregate_definitions, left_out_of_aggregate_note
 from sacbench.results.metrics import last_episodes_mean, normalized_score
-from sacbench.results.provenance_table import provenance_lines
+from sacbench.results.provenance_table import heading_lines, provenance_section
 from sacbench.results.render import (
     Notes,
     TableText,
@@ -74,7 +75,32 @@ def _normalised_scores(
     return scores
 
 
-def _aggregate_estimates(
+def normalised_scores(
+    runset: RunSet, *, last_episodes: int, allow_missing: bool
+) -> tuple[list[str], Scores]:
+    """The tasks with normalisation anchors and each (variant, task)'s runs' normalised scores,
+    as the aggregate table computes them (for the figures drawn from the same numbers)."""
+    notes = Notes()
+    problems: dict[str, str] = {}
+    tasks, _ = _anchored_tasks(runset.selection, notes)
+    scores = _normalised_scores(runset, tasks, last_episodes, notes, problems)
+    raise_problems(problems, allow_missing)
+    return tasks, scores
+
+
+def _one_run_per_task(by_task: Sequence[np.ndarray]) -> bool:
+    """Resampling one run per task gives back the same runs: no interval."""
+    return all(task.size == 1 for task in by_task)
+
+
+def _estimate_text(estimate: float, low: float, high: float) -> str:
+    """ "value [low, high]", or the value alone where there is no interval."""
+    if math.isnan(low):
+        return f"{estimate:.3f}"
+    return f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
+
+
+def aggregate_estimates(
     by_task: list[np.ndarray], variant: str, bootstrap: Bootstrap
 ) -> dict[str, tuple[float, float, float]]:
     """IQM and mean of the variant's scores over tasks: {name: (estimate, CI low, CI high)}."""
@@ -83,6 +109,9 @@ def _aggregate_estimates(
         ("IQM", stats.pooled_iqm, stats.iqm_statistic),
         ("mean", stats.mean_of_task_means, stats.mean_statistic),
     ):
+        if _one_run_per_task(by_task):
+            estimates[name] = (point(by_task), math.nan, math.nan)
+            continue
         low, high = stats.stratified_bootstrap_ci(
             by_task,
             statistic=statistic,
@@ -111,10 +140,8 @@ def _score_rows(
             rows.append([f"`{variant}`{mark}", "0", "0", "n/a", "n/a"])
             continue
         texts = {}
-        for name, (estimate, low, high) in _aggregate_estimates(
-            by_task, variant, bootstrap
-        ).items():
-            texts[name] = f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
+        for name, (estimate, low, high) in aggregate_estimates(by_task, variant, bootstrap).items():
+            texts[name] = _estimate_text(estimate, low, high)
             csv_rows.append(
                 {
                     "statistic": name,
@@ -147,15 +174,15 @@ def _improvement_rows(
             xs = [scores[x, e] for e in shared]
             ys = [scores[y, e] for e in shared]
             estimate = stats.probability_of_improvement(xs, ys)
-            low, high = stats.probability_of_improvement_ci(
-                xs,
-                ys,
-                resamples=bootstrap.resamples,
-                rng=stats.seeded_rng(seed=bootstrap.seed, label=f"improvement/{x}/{y}"),
-            )
-            rows.append(
-                [f"`{x}`", f"`{y}`", str(len(shared)), f"{estimate:.3f} [{low:.3f}, {high:.3f}]"]
-            )
+            low, high = math.nan, math.nan
+            if not (_one_run_per_task(xs) and _one_run_per_task(ys)):
+                low, high = stats.probability_of_improvement_ci(
+                    xs,
+                    ys,
+                    resamples=bootstrap.resamples,
+                    rng=stats.seeded_rng(seed=bootstrap.seed, label=f"improvement/{x}/{y}"),
+                )
+            rows.append([f"`{x}`", f"`{y}`", str(len(shared)), _estimate_text(estimate, low, high)])
             csv_rows.append(
                 {
                     "statistic": "probability_of_improvement",
@@ -193,16 +220,17 @@ def aggregate_table(
     raise_problems(problems, allow_missing)
     bootstrap = Bootstrap(bootstrap_resamples, bootstrap_seed)
     rows, csv_rows = _score_rows(variants, tasks, scores, bootstrap, notes)
-    lines = provenance_lines(runset, title="SAC aggregate statistics", command="aggregate")
-    lines += ["", "## Normalised score across tasks [D]", ""]
-    header = ["Variant", f"tasks{left_out_mark}", "runs", "IQM [95% CI] [E]", "mean [95% CI] [E]"]
-    lines += markdown_table(header, rows, "lrrrr")
+    interval = " [95% CI]" if len(runset.selection.seeds) > 1 else ""
+    body = ["", "## Normalised score across tasks [D]", ""]
+    header = ["Variant", f"tasks{left_out_mark}", "runs", f"IQM{interval} [E]"]
+    body += markdown_table([*header, f"mean{interval} [E]"], rows, "lrrrr")
     if len(variants) >= 2:
         pair_rows, pair_csv_rows = _improvement_rows(variants, tasks, scores, bootstrap)
         csv_rows += pair_csv_rows
-        lines += ["", "## Probability of improvement [F]", ""]
-        lines += markdown_table(["X", "Y", "tasks", "P(X > Y) [95% CI]"], pair_rows, "llrr")
+        body += ["", "## Probability of improvement [F]", ""]
+        body += markdown_table(["X", "Y", "tasks", f"P(X > Y){interval}"], pair_rows, "llrr")
+    lines = heading_lines(runset, title="SAC aggregate statistics", command="aggregate") + body
     definitions = aggregate_definitions(tasks, last_episodes, bootstrap_resamples, bootstrap_seed)
-    lines += footnote_block(definitions, notes)
+    lines += footnote_block(definitions, notes, body) + provenance_section(runset)
     frame = pd.DataFrame(csv_rows, columns=AGGREGATE_COLUMNS)
     return TableText(markdown="\n".join(lines) + "\n", csv=csv_text(frame))

@@ -2,11 +2,14 @@
 
     python -m sacbench.report extract   --run-dir DIR --output OUT.csv
     python -m sacbench.report runtimes  --extracted-dir D --variants V.. --env-ids E.. --seeds S..
-                                        --md OUT.md --csv OUT.csv [--allow-missing]
+                                        --md OUT.md --csv OUT.csv [--html OUT.html]
+                                        [--allow-missing]
     python -m sacbench.report returns   ... --md OUT.md --csv OUT.csv [--last-episodes 100]
                                         [--bootstrap-resamples 2000] [--bootstrap-seed 0]
-    python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..]
-                                        (sac, sac-time, sac-sps, sac-eval: .png, .svg)
+    python -m sacbench.report plots     ... --out-dir DIR [--figures NAME..] [--last-episodes 100]
+                                        [--bootstrap-resamples 2000] [--bootstrap-seed 0]
+                                        (sac, sac-time, sac-sps, sac-eval, sac-aggregate,
+                                        sac-profile: .png, .svg)
     python -m sacbench.report aggregate ... --md OUT.md --csv OUT.csv [--bootstrap-resamples 2000]
     python -m sacbench.report video     --run-dir DIR --mp4 OUT.mp4 --html OUT.html
 
@@ -24,11 +27,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from sacbench import published
 from sacbench.atomic import write_atomically
 from sacbench.events import READERS, EventLogError
 from sacbench.results import definitions, stats
 from sacbench.results.aggregate import aggregate_table
 from sacbench.results.extract import extract_run
+from sacbench.results.html_tables import table_page
 from sacbench.results.render import TableText
 from sacbench.results.returns import returns_table
 from sacbench.results.runs import ResultsInputError, RunSet, Selection, load_runs
@@ -36,7 +41,16 @@ from sacbench.results.runtimes import runtimes_table
 from sacbench.results.videos import publish_video
 
 # The names of sacbench.results.plots.FIGURES, which imports matplotlib only when plots are drawn.
-FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval")
+FIGURE_NAMES = ("sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate", "sac-profile")
+
+
+# Why `--figures NAME` has nothing to draw, for the figures that need more than runs.
+NO_DATA = "none of the runs logged what it shows"
+FIGURE_NEEDS = {
+    name: f"no selected task has a published {published.LABEL} return to normalise by (the "
+    f"aggregate's tasks: {', '.join(published.PR424)})"
+    for name in ("sac-aggregate", "sac-profile")
+}
 
 
 class ReportError(ValueError):
@@ -126,14 +140,20 @@ TABLE_COMMANDS: dict[str, TableCommand] = {
 
 
 def command_table(name: str, options: argparse.Namespace) -> None:
-    """Check the flags, render the table in memory, then write its .md and .csv."""
+    """Check the flags, render the table in memory, then write its .md and .csv (and, with
+    --html, the page that shows it in the Snakemake report)."""
     command = TABLE_COMMANDS[name]
     _check_suffix(options.md, ".md", "--md")
     _check_suffix(options.csv, ".csv", "--csv")
+    if options.html is not None:
+        _check_suffix(options.html, ".html", "--html")
     if command.statistics:
         _check_statistics(options)
     table = command.render(_runset(options), options)
-    write_all({options.md: table.markdown, options.csv: table.csv})
+    outputs: dict[Path, str | bytes] = {options.md: table.markdown, options.csv: table.csv}
+    if options.html is not None:
+        outputs[options.html] = table_page(table.markdown)
+    write_all(outputs)
 
 
 def command_plots(options: argparse.Namespace) -> None:
@@ -147,15 +167,20 @@ def command_plots(options: argparse.Namespace) -> None:
 
     if options.smoothing_episodes < 1:
         raise ReportError(f"--smoothing-episodes must be >= 1, got {options.smoothing_episodes}")
+    _check_statistics(options)
     runset = _runset(options)
     names = options.figures or plots.figures_with_data(runset)
     for name in names:
         if name in plots.HAS_DATA and not plots.HAS_DATA[name](runset):
-            raise ReportError(f"--figures {name}: none of the runs logged what it shows")
-    figures = {
-        name: plots.FIGURES[name](runset, smoothing_episodes=options.smoothing_episodes)
-        for name in dict.fromkeys(names)
-    }
+            raise ReportError(f"--figures {name}: {FIGURE_NEEDS.get(name, NO_DATA)}")
+    figure_options = plots.FigureOptions(
+        smoothing_episodes=options.smoothing_episodes,
+        last_episodes=options.last_episodes,
+        bootstrap_resamples=options.bootstrap_resamples,
+        bootstrap_seed=options.bootstrap_seed,
+        allow_missing=options.allow_missing,
+    )
+    figures = {name: plots.FIGURES[name](runset, figure_options) for name in dict.fromkeys(names)}
     outputs: dict[Path, str | bytes] = {}
     for name, figure in figures.items():
         for extension in ("png", "svg"):
@@ -212,16 +237,24 @@ def build_parser() -> argparse.ArgumentParser:
             _bootstrap_arguments(table)
         table.add_argument("--md", type=Path, required=True)
         table.add_argument("--csv", type=Path, required=True)
+        table.add_argument(
+            "--html",
+            type=Path,
+            help="also write the table as an HTML page (the Snakemake report shows it inline)",
+        )
 
-    plot = commands.add_parser("plots", help="results/plots/sac{,-time,-sps,-eval}.{png,svg}")
+    plot = commands.add_parser(
+        "plots", help="results/plots/sac{,-time,-sps,-eval,-aggregate,-profile}.{png,svg}"
+    )
     _selection_arguments(plot)
+    _bootstrap_arguments(plot)  # the aggregate figures' statistics, as the aggregate table's
     plot.add_argument("--out-dir", type=Path, required=True)
     plot.add_argument(
         "--figures",
         nargs="+",
         choices=FIGURE_NAMES,
         help="the figures to draw (default: every one the runs have data for; sac-eval needs "
-        "runs that evaluated)",
+        "runs that evaluated, sac-aggregate and sac-profile a task pr-424 ran)",
     )
     plot.add_argument(
         "--smoothing-episodes",

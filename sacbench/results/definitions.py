@@ -80,10 +80,10 @@ def runtime_definitions() -> list[str]:
         "first 10% of the logged step range are left out as warm-up (always including the first "
         "one), and the rest combine as total steps / total seconds (a step-weighted harmonic "
         "mean); steps per second.",
-        "**Wall-clock minutes**: complete.json's elapsed_seconds / 60, the training job's own "
+        "**Wall-clock time**: complete.json's elapsed_seconds, the training job's own "
         "time summed over all its sessions (time between a stop and its resume not counted).",
-        f"**openrlbenchmark-compatible minutes**: {ELAPSED_TAG} averaged over the seeds at "
-        "each logged step, then the mean of the last max(1, floor(10%)) of those rows, / 60 - how "
+        f"**openrlbenchmark-compatible time**: {ELAPSED_TAG} averaged over the seeds at "
+        "each logged step, then the mean of the last max(1, floor(10%)) of those rows - how "
         "openrlbenchmark turns W&B's _runtime into CleanRL's runtime table; it reads about 0.95x "
         "the final wall-clock. One number per cell, not a mean ± std. It is the statistic of the "
         f"{published.LABEL} runtime [A], but over each run's own steps: comparable with it only "
@@ -106,9 +106,11 @@ def runtime_definitions() -> list[str]:
         f"left out of {SPS_TAG}, {STEADY_SPS_TAG}, {ELAPSED_TAG} and complete.json's "
         "elapsed_seconds, so every figure in this table (SPS, steady SPS, wall-clock, "
         "openrlbenchmark-compatible and projected minutes) counts training time only.",
-        "Durations: minutes with 2 decimals; a duration under 1 minute is shown in seconds with "
-        "1 decimal and an s (e.g. 4.8 s), its std in the same unit.",
-        "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark.",
+        "Durations: each section's heading names its one unit: seconds with 1 decimal when "
+        "every duration in it is under a minute (as a smoke run's), else minutes with 2 "
+        "decimals; a std is in the same unit as its mean.",
+        "Mean ± std: over seeds, std with ddof=0 (population), as openrlbenchmark. With one "
+        "seed a cell is that seed's value alone: one value has no spread.",
         f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac_runtimes.md. Its values "
         "are wall-clock MINUTES per 1,000,000-step run (openrlbenchmark's runtime, mean of 3 "
         "seeds), not steps per second. Software: " + published.PR424_SOFTWARE + ".",
@@ -127,8 +129,8 @@ def returns_definitions(
         f"**Return**: per run, the mean of its last {last_episodes} {RETURN_TAG} values "
         "(undiscounted training-episode returns, stochastic policy, as logged while training; "
         "a run with fewer finished episodes uses all it has, see the notes); then mean ± std "
-        "over seeds with ddof=0 (population), as openrlbenchmark.",
-        "**n**: seeds that contribute to the cell.",
+        "over seeds with ddof=0 (population), as openrlbenchmark; with one seed, its value "
+        "alone.",
         f"[G] **Final eval**: per run, the mean of the {EVAL_RETURN_TAG} values of its final "
         "evaluation, logged at the run's last step: after the last training step the trainer "
         "runs --eval-episodes episodes (default 10) of the deterministic policy (tanh of the "
@@ -141,7 +143,8 @@ def returns_definitions(
         f"[C] **95% CI**: percentile bootstrap of the mean over seeds, {bootstrap_resamples} "
         f"resamples of the seeds with replacement, seeded with ({bootstrap_seed}, env, variant; "
         "the final-eval CI with a stream of its own). With 3 seeds it can take at most 10 "
-        "distinct values: read it as a rough range.",
+        "distinct values: read it as a rough range. **n**: the seeds the cell is over; a cell "
+        "over one seed has no interval (–).",
         f"[A] {published.LABEL}: CleanRL's published docs/benchmark/sac.md, the same statistic "
         f"over seeds 1-3 after 1,000,000 steps. Software: {published.PR424_SOFTWARE}. "
         "Runs shorter than 1M steps are not comparable with it.",
@@ -168,10 +171,12 @@ def aggregate_definitions(
         "(floor(n/4) dropped at each end; with 3 or fewer runs that is the plain mean). **mean**: "
         "mean over tasks of each task's mean over seeds. 95% CIs: percentile intervals of a "
         f"stratified bootstrap ({bootstrap_resamples} resamples, runs drawn with replacement "
-        f"within each task, seeded with ({bootstrap_seed}, statistic, variant)).",
+        f"within each task, seeded with ({bootstrap_seed}, statistic, variant)); a variant with "
+        "one run per task has no interval.",
         "[F] **P(X > Y)**: for each task shared by X and Y, the probability that a run of X scores "
         "higher than a run of Y (all seed pairs, ties count 1/2), averaged over tasks; the CI "
-        "resamples X's and Y's runs independently within each task. 0.5 = no difference.",
+        "resamples X's and Y's runs independently within each task (none with one run per task). "
+        "0.5 = no difference.",
     ]
 
 

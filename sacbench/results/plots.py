@@ -1,5 +1,6 @@
 """The results figures: return vs step, return vs wall-clock, SPS vs step, and, when the runs
-evaluated, evaluation return vs step.
+evaluated, evaluation return vs step; and, from the aggregate table's normalised scores, the
+rliable-style figures: IQM and mean with their 95% CIs per variant, and the performance profile.
 
 One panel per task in a 3-column grid, one colour per variant, mean over seeds as a line and
 ± one (population) std over seeds as a band. The functions return matplotlib Figures and write
@@ -14,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -26,6 +27,7 @@ from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from sacbench import published  # noqa: E402
+from sacbench.results import aggregate, definitions, stats  # noqa: E402
 from sacbench.results.metrics import (  # noqa: E402
     elapsed_points,
     steady_sps_points,
@@ -389,30 +391,205 @@ def evaluation_returns(runset: RunSet) -> Figure:
     return figure
 
 
-class Draw(Protocol):
-    def __call__(self, runset: RunSet, *, smoothing_episodes: int) -> Figure: ...
+# ---- the rliable-style figures of the aggregate statistics -------------------------------------
+
+AGGREGATE_STATISTICS = ("IQM", "mean")
+PROFILE_POINTS = 400
+SCORE_MEANING = f"0 = random policy, 1 = CleanRL {published.LABEL} after 1M steps"
 
 
-def _sps_figure(runset: RunSet, *, smoothing_episodes: int) -> Figure:
-    del smoothing_episodes  # throughput is drawn unsmoothed
+@dataclass(frozen=True)
+class FigureOptions:
+    """`report plots`' flags: the return curves' smoothing, and the aggregate figures'
+    statistics (as the aggregate table's, so that both show the same numbers)."""
+
+    smoothing_episodes: int = 10
+    last_episodes: int = definitions.DEFAULT_LAST_EPISODES
+    bootstrap_resamples: int = definitions.DEFAULT_BOOTSTRAP_RESAMPLES
+    bootstrap_seed: int = definitions.DEFAULT_BOOTSTRAP_SEED
+    allow_missing: bool = False
+
+
+def has_normalised_scores(runset: RunSet) -> bool:
+    """Whether some selected task has the anchors a normalised score needs."""
+    return any(
+        env_id in published.PR424 and env_id in published.RANDOM_RETURNS
+        for env_id in runset.selection.env_ids
+    )
+
+
+def _variant_scores(
+    runset: RunSet, options: FigureOptions
+) -> tuple[list[str], dict[str, list[np.ndarray]], str]:
+    """The scored tasks, each variant's per-task scores (variants without any left out), and a
+    title line naming what is left out."""
+    tasks, scores = aggregate.normalised_scores(
+        runset, last_episodes=options.last_episodes, allow_missing=options.allow_missing
+    )
+    by_variant = {
+        variant: [scores[variant, env_id] for env_id in tasks if scores[variant, env_id].size]
+        for variant in runset.selection.variants
+    }
+    left_out = [env_id for env_id in runset.selection.env_ids if env_id not in tasks]
+    note = f"\nLeft out (no published {published.LABEL} return): {', '.join(left_out)}"
+    note = note if left_out else ""
+    empty = [variant for variant, by_task in by_variant.items() if not by_task]
+    note += f"\nNo usable run: {', '.join(empty)}" if empty else ""
+    return tasks, {v: by_task for v, by_task in by_variant.items() if by_task}, note
+
+
+def _tasks_text(tasks: Sequence[str]) -> str:
+    return f"{len(tasks)} task" + ("" if len(tasks) == 1 else "s")
+
+
+def _runs_text(by_variant: dict[str, list[np.ndarray]]) -> str:
+    counts = sorted({sum(task.size for task in by_task) for by_task in by_variant.values()})
+    return "/".join(map(str, counts)) + (" run" if counts == [1] else " runs")
+
+
+def aggregate_intervals(runset: RunSet, *, options: FigureOptions) -> Figure:
+    """IQM and mean normalised score per variant: the point estimate (a black tick) and its 95%
+    stratified bootstrap CI (a bar, gid "interval:{statistic}:{variant}"), as sac_aggregate.md."""
+    tasks, by_variant, note = _variant_scores(runset, options)
+    variants = list(by_variant)
+    colours = _colours(runset.selection.variants)
+    figure, grid = plt.subplots(1, 2, figsize=(9.2, 2.6 + 0.45 * len(variants)), squeeze=False)
+    axes = list(grid.flat)
+    bootstrap = aggregate.Bootstrap(options.bootstrap_resamples, options.bootstrap_seed)
+    for row, variant in enumerate(variants):
+        estimates = aggregate.aggregate_estimates(by_variant[variant], variant, bootstrap)
+        for axis, name in zip(axes, AGGREGATE_STATISTICS, strict=True):
+            estimate, low, high = estimates[name]
+            has_interval = not math.isnan(low)
+            if has_interval:
+                (bar,) = axis.plot(
+                    [low, high], [row, row], color=colours[variant], linewidth=9, alpha=0.6,
+                    solid_capstyle="butt", label=variant,
+                )  # fmt: skip
+                bar.set_gid(f"interval:{name}:{variant}")
+            (tick,) = axis.plot(
+                [estimate], [row], marker="|", markersize=18, markeredgewidth=2,
+                color="black" if has_interval else colours[variant], linestyle="none",
+                label="_nolegend_" if has_interval else variant,
+            )  # fmt: skip
+            tick.set_gid(f"estimate:{name}:{variant}")
+    intervals = any(not all(task.size == 1 for task in by_task) for by_task in by_variant.values())
+    estimate_text = (
+        "point estimate (black tick) and\n95% CI (bar; stratified bootstrap over runs within "
+        "each task, as sac_aggregate.md; none with one run per task)"
+        if intervals
+        else "point estimate (tick;\none run per task: no interval)"
+    )
+    for axis, name in zip(axes, AGGREGATE_STATISTICS, strict=True):
+        axis.set_title(name, loc="left", fontsize=10)
+        axis.set_ylim(len(variants) - 0.4, -0.6)  # the first variant on top
+        axis.grid(axis="x", alpha=0.3)
+        axis.margins(x=0.15)
+    axes[0].set_yticks(range(len(variants)), variants)
+    axes[1].set_yticks(range(len(variants)), [""] * len(variants))  # the same rows, named once
+    _finish(
+        figure,
+        axes,
+        title=f"Normalised score across {_tasks_text(tasks)} ({', '.join(tasks)}), "
+        f"{_runs_text(by_variant)} per variant: {estimate_text}\n{SCORE_MEANING}{note}",
+        xlabel="normalised score",
+        ylabel="",
+    )
+    return figure
+
+
+def performance_profile(runset: RunSet, *, options: FigureOptions) -> Figure:
+    """The fraction of runs scoring above each normalised score τ, per variant (averaged over
+    tasks), with its pointwise 95% stratified bootstrap CI as a band; line gid
+    "profile:{variant}"; dotted reference lines at 0 (random) and 1 (pr-424)."""
+    tasks, by_variant, note = _variant_scores(runset, options)
+    colours = _colours(runset.selection.variants)
+    every = np.concatenate([np.concatenate(by_task) for by_task in by_variant.values()] or [[]])
+    low = min(0.0, float(every.min(initial=0.0)))
+    high = max(1.0, float(every.max(initial=1.0)))
+    pad = 0.03 * (high - low)
+    taus = np.linspace(low - pad, high + pad, PROFILE_POINTS)
+    figure, axis = plt.subplots(figsize=(7.2, 5.0))
+    for reference in (0.0, 1.0):
+        line = axis.axvline(reference, color="grey", linestyle=":", linewidth=1)
+        line.set_gid(f"ref:{reference:g}")
+    for variant, by_task in by_variant.items():
+        (line,) = axis.plot(
+            taus, stats.performance_profile(by_task, taus), color=colours[variant], label=variant
+        )
+        line.set_gid(f"profile:{variant}")
+        if all(task.size == 1 for task in by_task):
+            continue  # resampling one run per task gives back the same runs: no band
+        band_low, band_high = stats.performance_profile_ci(
+            by_task,
+            taus,
+            resamples=options.bootstrap_resamples,
+            rng=stats.seeded_rng(seed=options.bootstrap_seed, label=f"profile/{variant}"),
+        )
+        axis.fill_between(taus, band_low, band_high, color=colours[variant], alpha=0.18, lw=0)
+    axis.set_ylim(-0.03, 1.03)
+    axis.set_xlim(taus[0], taus[-1])
+    axis.grid(alpha=0.3)
+    _finish(
+        figure,
+        [axis],
+        title=f"Performance profile over {_tasks_text(tasks)} ({', '.join(tasks)}), "
+        f"{_runs_text(by_variant)} per variant:\nthe fraction of runs scoring above τ (each "
+        "task weighs the same), band: pointwise 95% CI (stratified bootstrap; none with one "
+        f"run per task);\ndotted: 0 = random, 1 = {published.LABEL}{note}",
+        xlabel=f"τ, normalised score ({SCORE_MEANING})",
+        ylabel="fraction of runs with score > τ",
+    )
+    return figure
+
+
+# ---- the figures by name ---------------------------------------------------------------------
+
+Draw = Callable[[RunSet, FigureOptions], Figure]
+
+
+def _returns_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    return returns_vs_steps(runset, smoothing_episodes=options.smoothing_episodes)
+
+
+def _time_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    return returns_vs_time(runset, smoothing_episodes=options.smoothing_episodes)
+
+
+def _sps_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    del options  # throughput is drawn unsmoothed
     return sps_vs_steps(runset)
 
 
-def _evaluation_figure(runset: RunSet, *, smoothing_episodes: int) -> Figure:
-    del smoothing_episodes  # each point is already a mean over an evaluation's episodes
+def _evaluation_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    del options  # each point is already a mean over an evaluation's episodes
     return evaluation_returns(runset)
 
 
+def _intervals_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    return aggregate_intervals(runset, options=options)
+
+
+def _profile_figure(runset: RunSet, options: FigureOptions) -> Figure:
+    return performance_profile(runset, options=options)
+
+
 # `report plots` writes each as {name}.png and {name}.svg; workflow/rules/common.smk's
-# PLOT_NAMES and EVAL_PLOT_NAMES list the same names.
+# PLOT_NAMES, EVAL_PLOT_NAME and AGGREGATE_PLOT_NAMES list the same names.
 FIGURES: dict[str, Draw] = {
-    "sac": returns_vs_steps,
-    "sac-time": returns_vs_time,
+    "sac": _returns_figure,
+    "sac-time": _time_figure,
     "sac-sps": _sps_figure,
     "sac-eval": _evaluation_figure,
+    "sac-aggregate": _intervals_figure,
+    "sac-profile": _profile_figure,
 }
 # Figures that show something only some runs log: drawn only when some run has it.
-HAS_DATA: dict[str, Callable[[RunSet], bool]] = {"sac-eval": has_evaluations}
+HAS_DATA: dict[str, Callable[[RunSet], bool]] = {
+    "sac-eval": has_evaluations,
+    "sac-aggregate": has_normalised_scores,
+    "sac-profile": has_normalised_scores,
+}
 
 
 def figures_with_data(runset: RunSet) -> list[str]:

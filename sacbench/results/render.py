@@ -4,6 +4,8 @@ collected over seeds, notes and footnotes."""
 from __future__ import annotations
 
 import io
+import math
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -81,26 +83,50 @@ def fixed(value: float, digits: int) -> str:
 
 
 def mean_std_text(values: Sequence[float], digits: int) -> str:
+    """Mean ± std over seeds; one seed has no spread, so its cell is the value alone."""
     mean, std = stats.mean_std(values)
-    return f"{fixed(mean, digits)} ± {fixed(std, digits)}"
+    return (
+        fixed(mean, digits) if len(values) == 1 else f"{fixed(mean, digits)} ± {fixed(std, digits)}"
+    )
 
 
-def duration_text(minutes: float, std_minutes: float | None = None) -> str:
-    """A duration given in minutes, as the tables show it: minutes with 2 decimals, or, when it
-    is under a minute, seconds with 1 decimal and an "s" (a smoke run's 0.08 min reads as 4.8 s).
-    A std is shown in the same unit as its mean."""
-    if abs(minutes) < SECONDS_BELOW_MINUTES:
-        scale, digits, unit = 60.0, 1, " s"
-    else:
-        scale, digits, unit = 1.0, 2, ""
-    text = fixed(minutes * scale, digits)
+@dataclass(frozen=True)
+class DurationUnit:
+    """The unit of a table column of durations: its name, how many per minute, its decimals."""
+
+    name: str
+    per_minute: float
+    digits: int
+
+
+MINUTES = DurationUnit("minutes", 1.0, 2)
+SECONDS = DurationUnit("seconds", 60.0, 1)
+
+
+def duration_unit(minutes: Sequence[float]) -> DurationUnit:
+    """One unit for a whole column: seconds when every duration in it is under a minute (a smoke
+    run's 0.08 min reads as 4.8 s), else minutes."""
+    shown = [abs(value) for value in minutes if math.isfinite(value)]
+    return SECONDS if shown and max(shown) < SECONDS_BELOW_MINUTES else MINUTES
+
+
+def duration_text(minutes: float, unit: DurationUnit, std_minutes: float | None = None) -> str:
+    """A duration given in minutes, in ``unit`` (named in the column's heading, not the cell);
+    a std is shown in the same unit as its mean."""
+    text = fixed(minutes * unit.per_minute, unit.digits)
     if std_minutes is not None:
-        text += f" ± {fixed(std_minutes * scale, digits)}"
-    return text + unit
+        text += f" ± {fixed(std_minutes * unit.per_minute, unit.digits)}"
+    return text
 
 
-def mean_std_duration(values: Sequence[float]) -> str:
-    return duration_text(*stats.mean_std(values))
+def mean_std_duration(values: Sequence[float], unit: DurationUnit) -> str:
+    mean, std = stats.mean_std(values)
+    return duration_text(mean, unit, None if len(values) == 1 else std)
+
+
+def spread(values: Sequence[float]) -> float:
+    """The std over seeds for the CSVs: NaN (an empty field) for one seed, which has none."""
+    return stats.mean_std(values)[1] if len(values) > 1 else math.nan
 
 
 def csv_text(frame: pd.DataFrame) -> str:
@@ -179,13 +205,32 @@ class TableText:
     csv: str
 
 
-def footnote_block(definitions: Sequence[str], notes: Notes) -> list[str]:
+def used_definitions(definitions: Sequence[str], body: Sequence[str]) -> list[str]:
+    """The definitions the table uses: one that starts with a mark such as "[F]" only when
+    that mark appears in ``body`` (the table's lines); unmarked ones always."""
+    text = "\n".join(body)
+    return [
+        definition
+        for definition in definitions
+        if not (mark := re.match(r"\[[A-Z]\]", definition)) or mark.group() in text
+    ]
+
+
+def footnote_block(definitions: Sequence[str], notes: Notes, body: Sequence[str]) -> list[str]:
+    """The definitions ``body`` uses, then the numbered notes."""
     lines = ["", "**Definitions and units**", ""]
-    lines += [f"- {text}" for text in definitions]
+    lines += [f"- {text}" for text in used_definitions(definitions, body)]
     if notes:
         lines += ["", "**Notes**", ""]
         lines += [f"- {text}" for text in notes.lines()]
     return lines
+
+
+def over_seeds(selection: Selection) -> str:
+    """How a heading says what a cell summarises: "mean ± std over seeds", or the one seed."""
+    if len(selection.seeds) == 1:
+        return f"seed {selection.seeds[0]}"
+    return "mean ± std over seeds"
 
 
 def env_section(

@@ -14,7 +14,7 @@ from sacbench import published
 from sacbench.results import stats
 from sacbench.results.definitions import UNPUBLISHED_CELL, returns_definitions, unpublished_note
 from sacbench.results.metrics import common_steps, final_evaluation, last_episodes_mean
-from sacbench.results.provenance_table import provenance_lines
+from sacbench.results.provenance_table import heading_lines, provenance_section
 from sacbench.results.render import (
     Cell,
     Notes,
@@ -24,7 +24,10 @@ from sacbench.results.render import (
     fixed,
     footnote_block,
     markdown_table,
+    mean_std_text,
+    over_seeds,
     raise_problems,
+    spread,
 )
 from sacbench.results.runs import MetricError, Run, RunKey, RunSet, Selection
 
@@ -47,6 +50,9 @@ RETURNS_COLUMNS = [
     "eval_ci95_high",
     "eval_episodes_min",
 ]
+
+# The interval cell of a statistic over one seed, which has none.
+NO_INTERVAL = "\u2013"
 
 # The note of a "–" evaluation cell: runs that exist but never ran a final evaluation.
 NO_EVALUATION_NOTE = (
@@ -117,14 +123,6 @@ def _returns_cells(
     return cells, used
 
 
-def _returns_header(selection: Selection) -> list[str]:
-    header = ["Environment"]
-    for variant in selection.variants:
-        header += [f"`{variant}` return", f"`{variant}` 95% CI [C]", f"`{variant}` n"]
-        header += [f"`{variant}` final eval [G]", f"`{variant}` eval 95% CI [C]"]
-    return [*header, f"{published.LABEL} return [A]"]
-
-
 def _short_seed_marks(
     cell: Cell,
     used: dict[RunKey, int],
@@ -152,34 +150,45 @@ def _short_seed_marks(
     return marks
 
 
-def _variant_columns(
-    cell: Cell, marks: list[str], options: ReturnsOptions, env_id: str, variant: str
-) -> tuple[list[str], float, float, float, float]:
-    """The variant's three markdown cells (return, CI, n) and its mean, std and CI bounds."""
-    if not cell.values:
-        return [" ".join(["n/a", *marks]), "n/a", "0"], math.nan, math.nan, math.nan, math.nan
-    texts, (mean, std, low, high) = _mean_and_ci(
-        cell.values, marks, options, label=f"returns/{env_id}/{variant}"
-    )
-    return [*texts, str(len(cell.values))], mean, std, low, high
+@dataclass(frozen=True)
+class Summary:
+    """One cell's statistics over seeds: its markdown texts and its CSV numbers (NaN where a
+    statistic does not exist: no seed, or no spread and no interval from one seed)."""
+
+    text: str
+    interval: str
+    n: int
+    mean: float = math.nan
+    std: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
 
 
-def _mean_and_ci(
-    values: list[float], marks: list[str], options: ReturnsOptions, *, label: str
-) -> tuple[list[str], tuple[float, float, float, float]]:
-    """The "mean ± std [marks]" and "[low, high]" cells over seeds, and (mean, std, low, high);
-    `label` seeds the bootstrap apart from every other cell's."""
+def _summary(
+    values: list[float], marks: list[str], options: ReturnsOptions, *, label: str, empty: str
+) -> Summary:
+    """The "mean ± std [marks]" and "[low, high]" texts over seeds, and the numbers behind
+    them; `label` seeds the bootstrap apart from every other cell's. One seed: the value alone
+    and no interval. No seed: ``empty`` ("n/a" or "–") in both."""
+    if not values:
+        return Summary(" ".join([empty, *marks]), empty, 0)
+    mean = stats.mean_std(values)[0]
+    if len(values) == 1:
+        return Summary(" ".join([fixed(mean, 2), *marks]), NO_INTERVAL, 1, mean)
     low, high = stats.bootstrap_mean_ci(
         values,
         resamples=options.bootstrap_resamples,
         rng=stats.seeded_rng(seed=options.bootstrap_seed, label=label),
     )
-    mean, std = stats.mean_std(values)
-    texts = [
-        " ".join([f"{fixed(mean, 2)} ± {fixed(std, 2)}", *marks]),
+    return Summary(
+        " ".join([mean_std_text(values, 2), *marks]),
         f"[{fixed(low, 2)}, {fixed(high, 2)}]",
-    ]
-    return texts, (mean, std, low, high)
+        len(values),
+        mean,
+        spread(values),
+        low,
+        high,
+    )
 
 
 def _evaluation_marks(cell: EvaluationCell, variant: str, env_id: str, seeds: int, notes: Notes):
@@ -202,26 +211,26 @@ def _evaluation_marks(cell: EvaluationCell, variant: str, env_id: str, seeds: in
     return marks
 
 
-def _evaluation_columns(
+def _evaluation_summary(
     cell: EvaluationCell, options: ReturnsOptions, env_id: str, variant: str, marks: list[str]
-) -> tuple[list[str], dict[str, Any]]:
-    """The variant's two evaluation cells (return, CI) and its CSV fields."""
-    if not cell.values:
-        empty = "–" if cell.without else "n/a"
-        texts = [" ".join([empty, *marks]), empty]
-        return texts, {"eval_n_seeds": 0, "eval_episodes_min": math.nan}
-    texts, (mean, std, low, high) = _mean_and_ci(
-        cell.values, marks, options, label=f"eval/{env_id}/{variant}"
+) -> tuple[Summary, dict[str, Any]]:
+    """The variant's final-evaluation summary and its CSV fields."""
+    summary = _summary(
+        cell.values,
+        marks,
+        options,
+        label=f"eval/{env_id}/{variant}",
+        empty=UNPUBLISHED_CELL if cell.without else "n/a",
     )
     fields = {
-        "eval_n_seeds": len(cell.values),
-        "eval_return_mean": mean,
-        "eval_return_std": std,
-        "eval_ci95_low": low,
-        "eval_ci95_high": high,
-        "eval_episodes_min": min(cell.episodes),
+        "eval_n_seeds": summary.n,
+        "eval_return_mean": summary.mean,
+        "eval_return_std": summary.std,
+        "eval_ci95_low": summary.low,
+        "eval_ci95_high": summary.high,
+        "eval_episodes_min": min(cell.episodes, default=math.nan),
     }
-    return texts, fields
+    return summary, fields
 
 
 def _published_returns(env_id: str, notes: Notes) -> tuple[str, dict[str, Any] | None]:
@@ -252,56 +261,113 @@ class ReturnCells:
     evaluation: dict[tuple[str, str], EvaluationCell]
 
 
+@dataclass(frozen=True)
+class VariantEntry:
+    """A variant's cells for one task: training return and final evaluation."""
+
+    training: Summary
+    evaluation: Summary
+
+
 def _variant_entry(
     runset: RunSet, cells: ReturnCells, options: ReturnsOptions, notes: Notes, key: tuple[str, str]
-) -> tuple[list[str], dict[str, Any]]:
-    """One variant's five markdown cells in a task's row, and its CSV row."""
+) -> tuple[VariantEntry, dict[str, Any]]:
+    """One variant's summaries in a task's row, and its CSV row."""
     env_id, variant = key
     selection = runset.selection
     cell = cells.training[key]
     marks = _short_seed_marks(
         cell, cells.used, variant, env_id, selection.seeds, options.last_episodes, notes
     )
-    texts, mean, std, low, high = _variant_columns(cell, marks, options, env_id, variant)
+    training = _summary(
+        cell.values, marks, options, label=f"returns/{env_id}/{variant}", empty="n/a"
+    )
     evaluation = cells.evaluation[key]
     eval_marks = _evaluation_marks(evaluation, variant, env_id, len(selection.seeds), notes)
-    eval_texts, eval_fields = _evaluation_columns(evaluation, options, env_id, variant, eval_marks)
+    eval_summary, eval_fields = _evaluation_summary(
+        evaluation, options, env_id, variant, eval_marks
+    )
     used = [
         count for run_key, count in cells.used.items() if (run_key.env_id, run_key.variant) == key
     ]
     csv_row = {
         "env_id": env_id,
         "variant": variant,
-        "n_seeds": len(cell.values),
+        "n_seeds": training.n,
         "seeds_requested": len(selection.seeds),
         "steps": common_steps(runset.runs_of(variant, env_id)),
-        "return_mean": mean,
-        "return_std": std,
-        "ci95_low": low,
-        "ci95_high": high,
+        "return_mean": training.mean,
+        "return_std": training.std,
+        "ci95_low": training.low,
+        "ci95_high": training.high,
         "episodes_requested": options.last_episodes,
         "episodes_used_min": min(used, default=math.nan),
         **eval_fields,
     }
-    return texts + eval_texts, csv_row
+    return VariantEntry(training, eval_summary), csv_row
+
+
+@dataclass
+class ReturnRows:
+    """The markdown rows of sac.md's three sections, and the CSV rows."""
+
+    headline: list[list[str]] = field(default_factory=list)
+    evaluation: list[list[str]] = field(default_factory=list)
+    intervals: list[list[str]] = field(default_factory=list)
+    csv: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _returns_rows(
     runset: RunSet, cells: ReturnCells, options: ReturnsOptions, notes: Notes
-) -> tuple[list[list[str]], list[dict[str, Any]]]:
-    """The markdown rows (one per task) and the CSV rows (per task and variant, then pr-424)."""
-    rows, csv_rows = [], []
+) -> ReturnRows:
+    """A row per task in the headline and evaluation tables, a row per task and variant in the
+    intervals table; CSV rows per task and variant, then pr-424."""
+    rows = ReturnRows()
     for env_id in runset.selection.env_ids:
-        row = [env_id]
+        headline, evaluation = [env_id], [env_id]
         for variant in runset.selection.variants:
-            texts, csv_row = _variant_entry(runset, cells, options, notes, (env_id, variant))
-            row += texts
-            csv_rows.append(csv_row)
+            entry, csv_row = _variant_entry(runset, cells, options, notes, (env_id, variant))
+            headline.append(entry.training.text)
+            evaluation.append(entry.evaluation.text)
+            rows.intervals.append(
+                [
+                    env_id,
+                    f"`{variant}`",
+                    str(entry.training.n),
+                    entry.training.interval,
+                    str(entry.evaluation.n),
+                    entry.evaluation.interval,
+                ]
+            )
+            rows.csv.append(csv_row)
         text, published_row = _published_returns(env_id, notes)
-        row.append(text)
-        csv_rows += [published_row] if published_row else []
-        rows.append(row)
-    return rows, csv_rows
+        headline.append(text)
+        rows.csv += [published_row] if published_row else []
+        rows.headline.append(headline)
+        rows.evaluation.append(evaluation)
+    return rows
+
+
+def _returns_body(selection: Selection, rows: ReturnRows, last_episodes: int) -> list[str]:
+    """The headline table (training return beside pr-424), the final evaluations, and, with
+    more than one seed, the intervals and seed counts."""
+    variants = [f"`{variant}`" for variant in selection.variants]
+    seeds = over_seeds(selection)
+    lines = [
+        "",
+        f"## Training return (mean of each run's last {last_episodes} episodes; {seeds})",
+        "",
+    ]
+    header = ["Environment", *variants, f"{published.LABEL} [A]"]
+    lines += markdown_table(header, rows.headline, "l" + "r" * (len(header) - 1))
+    lines += ["", f"## Final evaluation return [G] ({seeds})", ""]
+    header = ["Environment", *variants]
+    lines += markdown_table(header, rows.evaluation, "l" + "r" * len(variants))
+    if len(selection.seeds) > 1:
+        lines += ["", "## 95% confidence intervals [C] and seeds per cell", ""]
+        header = ["Environment", "Variant", "n", "return 95% CI", "eval n", "eval 95% CI"]
+        lines += markdown_table(header, rows.intervals, "llrrrr")
+    return lines
 
 
 def returns_table(
@@ -328,17 +394,10 @@ def returns_table(
     raise_problems(problems, allow_missing)
     options = ReturnsOptions(last_episodes, bootstrap_resamples, bootstrap_seed)
     cells = ReturnCells(training=training, used=used, evaluation=evaluation)
-    rows, csv_rows = _returns_rows(runset, cells, options, notes)
-    align = "l" + "rrrrr" * len(selection.variants) + "r"
-    lines = provenance_lines(runset, title="SAC episodic returns", command="returns")
-    lines += [
-        "",
-        f"## Training return (mean of each run's last {last_episodes} episodes) and final "
-        "evaluation return, mean ± std over seeds",
-        "",
-    ]
-    lines += markdown_table(_returns_header(selection), rows, align)
+    rows = _returns_rows(runset, cells, options, notes)
+    body = _returns_body(selection, rows, last_episodes)
+    lines = heading_lines(runset, title="SAC episodic returns", command="returns") + body
     definitions = returns_definitions(last_episodes, bootstrap_resamples, bootstrap_seed)
-    lines += footnote_block(definitions, notes)
-    frame = pd.DataFrame(csv_rows, columns=RETURNS_COLUMNS)
+    lines += footnote_block(definitions, notes, body) + provenance_section(runset)
+    frame = pd.DataFrame(rows.csv, columns=RETURNS_COLUMNS)
     return TableText(markdown="\n".join(lines) + "\n", csv=csv_text(frame))

@@ -28,20 +28,25 @@ from sacbench.results.metrics import (
     times_from_wall_clock,
     wall_clock_minutes,
 )
-from sacbench.results.provenance_table import provenance_lines
+from sacbench.results.provenance_table import heading_lines, provenance_section
 from sacbench.results.render import (
+    MINUTES,
     Cell,
+    DurationUnit,
     Notes,
     TableText,
     collect,
     csv_text,
     duration_text,
+    duration_unit,
     env_section,
     fixed,
     footnote_block,
     mean_std_duration,
     mean_std_text,
+    over_seeds,
     raise_problems,
+    spread,
 )
 from sacbench.results.runs import MetricError, Run, RunSet
 from sacbench.tags import ELAPSED_TAG, SPS_TAG
@@ -116,6 +121,20 @@ class RuntimeTables:
     orb_minutes: dict[tuple[str, str], float | None]
     notes: Notes
 
+    def unit(self, name: str) -> DurationUnit:
+        """The one unit of a section of durations, from every value it shows."""
+        if name == "openrlbenchmark_minutes":
+            return duration_unit(
+                [value for value in self.orb_minutes.values() if value is not None]
+            )
+        values = [
+            value
+            for (metric, *_), cell in self.cells.items()
+            if metric == name
+            for value in cell.values
+        ]
+        return duration_unit(values)
+
 
 # A section's cell: (tables, env_id, variant) -> text; a published column: (header, pr-424 -> text).
 CellText = Callable[[RuntimeTables, str, str], str]
@@ -135,11 +154,23 @@ def _orb_text(tables: RuntimeTables, env_id: str, variant: str) -> str:
         marks.append(
             tables.notes.mark(f"{variant}/{env_id}: {len(runs)} of {requested} requested seeds")
         )
-    return " ".join([duration_text(value), *marks])
+    return " ".join([duration_text(value, tables.unit("openrlbenchmark_minutes")), *marks])
 
 
 def _metric_text(name: str, render: Callable[[list[float]], str]) -> CellText:
     return lambda tables, env_id, variant: tables.cells[name, env_id, variant].text(render)
+
+
+def _duration_text(name: str) -> CellText:
+    """Cells of a section of durations, all in the section's one unit."""
+
+    def text(tables: RuntimeTables, env_id: str, variant: str) -> str:
+        unit = tables.unit(name)
+        return tables.cells[name, env_id, variant].text(
+            lambda values: mean_std_duration(values, unit)
+        )
+
+    return text
 
 
 def _published_text(
@@ -151,32 +182,49 @@ def _published_text(
     return render(pr424)
 
 
-# The sections of sac_runtimes.md, in order: heading, cell text, published column or None.
-RUNTIME_SECTIONS: tuple[tuple[str, CellText, PublishedColumn | None], ...] = (
-    (
-        f"CleanRL SPS (final {SPS_TAG}; steps/s; mean ± std over seeds)",
+@dataclass(frozen=True)
+class RuntimeSection:
+    """A section of sac_runtimes.md: its heading (given the tables, for units and seeds), its
+    cells, and the published column beside them, if any."""
+
+    heading: Callable[[RuntimeTables], str]
+    cell: CellText
+    column: PublishedColumn | None = None
+
+
+def _seeds(tables: RuntimeTables) -> str:
+    return over_seeds(tables.runset.selection)
+
+
+# The sections of sac_runtimes.md, in order. Each column holds one unit, named in the heading.
+RUNTIME_SECTIONS: tuple[RuntimeSection, ...] = (
+    RuntimeSection(
+        lambda tables: f"CleanRL SPS (final {SPS_TAG}; steps/s; {_seeds(tables)})",
         _metric_text("cleanrl_sps", lambda values: mean_std_text(values, 1)),
         (f"{published.LABEL} implied SPS [B]", lambda pr424: fixed(pr424.implied_sps, 1)),
     ),
-    (
-        "Steady training SPS (steps/s; mean ± std over seeds)",
+    RuntimeSection(
+        lambda tables: f"Steady training SPS (steps/s; {_seeds(tables)})",
         _metric_text("steady_sps", lambda values: mean_std_text(values, 1)),
-        None,
     ),
-    (
-        "Wall-clock minutes per run (true, from complete.json; mean ± std over seeds)",
-        _metric_text("wall_clock_minutes", mean_std_duration),
-        None,
+    RuntimeSection(
+        lambda tables: (
+            "Wall-clock time per run "
+            f"({tables.unit('wall_clock_minutes').name}; from complete.json; {_seeds(tables)})"
+        ),
+        _duration_text("wall_clock_minutes"),
     ),
-    (
-        "openrlbenchmark-compatible minutes per run (CleanRL's runtime statistic, over each "
-        "run's own steps)",
+    RuntimeSection(
+        lambda tables: (
+            "openrlbenchmark-compatible time per run "
+            f"({tables.unit('openrlbenchmark_minutes').name}; CleanRL's runtime statistic, over "
+            "each run's own steps)"
+        ),
         _orb_text,
-        None,
     ),
-    (
-        "Projected minutes per 1M steps [P] (mean ± std over seeds)",
-        _metric_text("projected_minutes_per_1m", mean_std_duration),
+    RuntimeSection(
+        lambda tables: f"Projected minutes per 1M steps [P] ({_seeds(tables)})",
+        _metric_text("projected_minutes_per_1m", lambda values: mean_std_duration(values, MINUTES)),
         (
             f"{published.LABEL} runtime, min per 1M steps [A]",
             lambda pr424: fixed(pr424.runtime_minutes, 3),
@@ -185,17 +233,17 @@ RUNTIME_SECTIONS: tuple[tuple[str, CellText, PublishedColumn | None], ...] = (
 )
 
 
-def _section(
-    tables: RuntimeTables, heading: str, cell: CellText, column: PublishedColumn | None
-) -> list[str]:
+def _section(tables: RuntimeTables, section: RuntimeSection) -> list[str]:
+    column = section.column
+
     def published_cell(env_id: str) -> str:
         assert column is not None
         return _published_text(tables, env_id, column[1])
 
     return env_section(
         tables.runset.selection,
-        heading,
-        lambda env_id, variant: cell(tables, env_id, variant),
+        section.heading(tables),
+        lambda env_id, variant: section.cell(tables, env_id, variant),
         (column[0], published_cell) if column else None,
     )
 
@@ -208,10 +256,11 @@ def runtimes_table(runset: RunSet, *, allow_missing: bool) -> TableText:
     raise_problems(problems, allow_missing)
     tables = RuntimeTables(runset, cells, orb_minutes, notes)
     body: list[str] = []
-    for heading, cell, column in RUNTIME_SECTIONS:
-        body += _section(tables, heading, cell, column)
-    lines = provenance_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
-    lines += body + footnote_block(runtime_definitions(), notes)
+    for section in RUNTIME_SECTIONS:
+        body += _section(tables, section)
+    lines = heading_lines(runset, title="SAC throughput and wall-clock", command="runtimes")
+    lines += body + footnote_block(runtime_definitions(), notes, body)
+    lines += provenance_section(runset)
     frame = _runtimes_frame(runset, cells, orb_minutes)
     return TableText(markdown="\n".join(lines) + "\n", csv=csv_text(frame))
 
@@ -231,8 +280,8 @@ def _runtimes_frame(
             row["seeds_requested"] = len(selection.seeds)
             for name in RUNTIME_METRICS:
                 values = cells[name, env_id, variant].values
-                mean, std = stats.mean_std(values) if values else (math.nan, math.nan)
-                row[f"{name}_mean"], row[f"{name}_std"] = mean, std
+                mean = stats.mean_std(values)[0] if values else math.nan
+                row[f"{name}_mean"], row[f"{name}_std"] = mean, spread(values)
             minutes = orb_minutes[env_id, variant]
             row["openrlbenchmark_minutes"] = math.nan if minutes is None else minutes
             row["steps"] = common_steps(runset.runs_of(variant, env_id))

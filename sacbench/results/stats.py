@@ -166,3 +166,34 @@ def probability_of_improvement_ci(
     y_draws = _stratified_draws(ys, resamples=resamples, rng=rng)
     per_task = [_task_improvement(x, y) for x, y in zip(x_draws, y_draws, strict=True)]
     return _percentile_interval(np.mean(per_task, axis=0))
+
+
+def performance_profile(
+    scores_by_task: Sequence[np.ndarray], thresholds: Sequence[float] | np.ndarray
+) -> np.ndarray:
+    """The fraction of runs scoring above each threshold, per task, averaged over tasks (every
+    task weighs the same, as in rliable's score distributions); one value per threshold."""
+    tasks = _as_tasks(scores_by_task)
+    taus = np.asarray(thresholds, dtype=np.float64)
+    return np.mean([(task[:, None] > taus[None, :]).mean(axis=0) for task in tasks], axis=0)
+
+
+def performance_profile_ci(
+    scores_by_task: Sequence[np.ndarray],
+    thresholds: Sequence[float] | np.ndarray,
+    *,
+    resamples: int,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pointwise percentile 95% CIs of :func:`performance_profile` under the stratified bootstrap
+    (runs resampled within each task): (low, high), one value per threshold each."""
+    _check_resamples(resamples)
+    tasks = _as_tasks(scores_by_task)
+    taus = np.asarray(thresholds, dtype=np.float64)
+    draws = _stratified_draws(tasks, resamples=resamples, rng=rng)
+    # Per task: (resamples, runs, thresholds) -> the fraction above each threshold per resample.
+    per_task = [(draw[:, :, None] > taus[None, None, :]).mean(axis=1) for draw in draws]
+    profiles = np.mean(per_task, axis=0)
+    tail = 100.0 * (1.0 - CI_LEVEL) / 2.0
+    low, high = np.percentile(profiles, [tail, 100.0 - tail], axis=0)
+    return low, high

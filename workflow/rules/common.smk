@@ -6,6 +6,7 @@ import re
 import shlex
 from pathlib import Path
 
+from sacbench import published
 from sacbench.pipeline import config as sacbench_config
 from sacbench.pipeline import local_resources
 
@@ -199,6 +200,17 @@ def allow_missing_flag():
 # runs evaluate (sacbench.results.plots.FIGURES has them all).
 PLOT_NAMES = ["sac", "sac-time", "sac-sps"]
 EVAL_PLOT_NAME = "sac-eval"
+# The aggregate's figures (interval estimates, performance profile): their own rule, built only
+# when some task has the published pr-424 return a normalised score needs.
+AGGREGATE_PLOT_NAMES = ["sac-aggregate", "sac-profile"]
+
+
+def aggregate_plot_targets():
+    if not any(env_id in published.PR424 for env_id in ENV_IDS):
+        return []
+    return expand(
+        results("plots/{name}.{ext}"), name=AGGREGATE_PLOT_NAMES, ext=["png", "svg"]
+    )
 
 
 def evaluation_targets():
@@ -225,6 +237,8 @@ def all_targets(wildcards):
         results("sac.csv"),
         results("sac_aggregate.md"),
         results("sac_aggregate.csv"),
+        *expand(results("{stem}.html"), stem=["sac_runtimes", "sac", "sac_aggregate"]),
         *expand(results("plots/{name}.{ext}"), name=PLOT_NAMES, ext=["png", "svg"]),
+        *aggregate_plot_targets(),
         *evaluation_targets(),
     ]

@@ -74,3 +74,45 @@ rule eval_plot:
         "python -m sacbench.report plots --extracted-dir {params.extracted_dir}"
         " {params.selection} --out-dir {params.out_dir} --figures {params.figure}"
         " {params.allow_missing} > {log} 2>&1"
+
+
+# The aggregate statistics as rliable draws them: IQM and mean with their 95% CIs, and the
+# performance profile, from the normalised scores of sac_aggregate.md (the same flags, so the
+# same numbers); built when some task has a published pr-424 return (common.smk's
+# aggregate_plot_targets). A local rule, as the others.
+localrules:
+    aggregate_plots,
+
+
+rule aggregate_plots:
+    input:
+        tables=extracted_tables,
+        summaries=extracted_summaries,
+    output:
+        intervals=report(
+            results(f"plots/{AGGREGATE_PLOT_NAMES[0]}.png"),
+            caption="../report/sac_aggregate_plot.rst",
+            category="Plots",
+        ),
+        profile=report(
+            results(f"plots/{AGGREGATE_PLOT_NAMES[1]}.png"),
+            caption="../report/sac_profile_plot.rst",
+            category="Plots",
+        ),
+        intervals_svg=results(f"plots/{AGGREGATE_PLOT_NAMES[0]}.svg"),
+        profile_svg=results(f"plots/{AGGREGATE_PLOT_NAMES[1]}.svg"),
+    log:
+        results("logs/plots/aggregate_plots.log"),
+    conda:
+        "../../envs/report.yaml"
+    params:
+        extracted_dir=extracted_dir,
+        out_dir=plots_dir,
+        selection=selection_flags(),
+        statistics=statistics_flags(),
+        allow_missing=allow_missing_flag(),
+        figures=" ".join(AGGREGATE_PLOT_NAMES),
+    shell:
+        "python -m sacbench.report plots --extracted-dir {params.extracted_dir}"
+        " {params.selection} --out-dir {params.out_dir} --figures {params.figures}"
+        " {params.statistics} {params.allow_missing} > {log} 2>&1"
