@@ -42,9 +42,6 @@ EVALUATED_RUN = (
     "--total-timesteps 20000 --eval-frequency 5000 --save-model --capture-video"
 )
 EVALUATE = "python -m sacbench.evaluate runs/pendulum-1 --episodes 10 --video"
-SEED_BATCH = (
-    "python -m sacbench.train_seeds --env-id Hopper-v4 --seeds 1 2 3 --run-dir 'runs/hopper-{seed}'"
-)
 
 # README command -> (test file, test function) that runs it, or why no test does.
 CHECKED: dict[str, tuple[str, str]] = {
@@ -100,10 +97,6 @@ CHECKED: dict[str, tuple[str, str]] = {
     "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1": (
         "tests/test_readme.py",
         "test_trainer_command_starts_and_stops_cleanly",
-    ),
-    SEED_BATCH: (
-        "tests/test_readme.py",
-        "test_seed_batch_command_starts_and_stops_cleanly",
     ),
     EVALUATED_RUN: ("tests/test_readme.py", "test_evaluated_run_films_its_evaluations"),
     EVALUATE: ("tests/test_readme.py", "test_evaluate_command_replays_the_final_evaluation"),
@@ -320,18 +313,6 @@ def test_trainer_command_starts_and_stops_cleanly(tmp_path: Path):
     )  # fmt: skip
     assert returncode == 128 + signal.SIGTERM, output
     assert (tmp_path / "runs" / "hopper-1" / "checkpoint" / "state.pt").is_file()
-    assert "rerun to resume" in output
-
-
-def test_seed_batch_command_starts_and_stops_cleanly(tmp_path: Path):
-    """The README's seed batch trains 1M steps per seed; started here, it must get going, and
-    stop on SIGTERM with a checkpoint per seed, each in its own run dir."""
-    returncode, output = stop_once_it_prints(
-        shlex.split(SEED_BATCH), line_prefix="seed=", cwd=tmp_path, env=venv_environment()
-    )
-    assert returncode == 128 + signal.SIGTERM, output
-    for seed in (1, 2, 3):
-        assert (tmp_path / "runs" / f"hopper-{seed}" / "checkpoint" / "state.pt").is_file()
     assert "rerun to resume" in output
 
 
