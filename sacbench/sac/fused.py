@@ -83,7 +83,7 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
 def build_name(source: Path, flags: list[str], *, section_times: bool = False) -> str:
     """The build's name: the CPU kind, and a digest of the source's path and text and the flags.
     torch keeps one build per name and rebuilds it whenever the source or its path changes, so
-    two checkouts on one machine (benchmarks/update_throughput.py --against, a CI clone) would
+    two checkouts on one machine (a worktree beside the main checkout, a CI clone) would
     otherwise rebuild each other's, for 20-40 seconds each time, even at the same version."""
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
     digest = hashlib.sha256(built_from).hexdigest()[:8]
