@@ -16,9 +16,9 @@ batch 256, one thread) on random batches in alternating rounds; the script print
   products and the update would take at the lone matmul's rate;
 - both builds' ms per update, so the timers' own cost shows.
 
-    python benchmarks/fused_sections.py                      # HalfCheetah-v4 shapes
-    python benchmarks/fused_sections.py --env Humanoid-v4
-    python benchmarks/fused_sections.py --precision bf16     # the long products in bfloat16
+    python -m benchmarks.fused_sections                      # HalfCheetah-v4 shapes
+    python -m benchmarks.fused_sections --env Humanoid-v4
+    python -m benchmarks.fused_sections --precision bf16     # the long products in bfloat16
 
 With `--precision bf16` (where the CPU has bfloat16 units) the long products' sections include
 rounding their operands and widening their results, and the lone product they are set against
@@ -31,25 +31,13 @@ import argparse
 import contextlib
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
 from tabulate import tabulate
 from torch.profiler import ProfilerActivity, profile
 
-from sacbench.sac.fast_learner import FastLearner
-from sacbench.sac.fused import (
-    FusedFormulation,
-    float32_products_through,
-    fused_update_extension,
-)
-from sacbench.training.envs import env_spaces
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: the sibling module
-
-from profile_step import (  # noqa: E402
+from benchmarks.common import (
     GEMM_OPS,
     LEARNING_STARTS,
     alternating_rounds,
@@ -59,6 +47,13 @@ from profile_step import (  # noqa: E402
     run_updates,
     seeded_fast_learner,
 )
+from sacbench.sac.fast_learner import FastLearner
+from sacbench.sac.fused import (
+    FusedFormulation,
+    float32_products_through,
+    fused_update_extension,
+)
+from sacbench.training.envs import env_spaces
 
 KINDS = ("product", "pass", "optimizer", "other")
 CUBE = "(256^3)"  # the label of every 256x256x256 product

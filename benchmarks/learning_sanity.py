@@ -9,10 +9,10 @@ such episodes well before 25k steps; the fast path, and its --precision bf16 var
 ("fast-bf16"), its --fused-update variant ("fast-fused") and both at once ("fast-fused-bf16"),
 must behave alike.
 
-    python benchmarks/learning_sanity.py                                # fast path, seeds 1 and 2
-    python benchmarks/learning_sanity.py --paths fast reference --out runs/sanity
-    python benchmarks/learning_sanity.py --paths fast fast-bf16 --seeds 1 2 3 4
-    python benchmarks/learning_sanity.py --env Hopper-v4 --paths fast fast-bf16 \
+    python -m benchmarks.learning_sanity                                # fast path, seeds 1 and 2
+    python -m benchmarks.learning_sanity --paths fast reference --out runs/sanity
+    python -m benchmarks.learning_sanity --paths fast fast-bf16 --seeds 1 2 3 4
+    python -m benchmarks.learning_sanity --env Hopper-v4 --paths fast fast-bf16 \
         --total-timesteps 50000 --bin 5000 --solved-return 1000
 
 Runs already finished in --out are read, not trained again (the trainer refuses to retrain a

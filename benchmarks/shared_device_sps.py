@@ -18,16 +18,11 @@ Definitions (printed under the table as well):
   to all N runs together while they all train;
 - peak RSS: the largest peak resident memory of one child (os.wait4).
 
-With `--seed-batch`, each N's seeds are then also trained as one seed batch, one process
-(`python -m sacbench.train_seeds --seeds 1..N`, eager: a batch is not compiled), and a second
-table gives the same figures for it and its aggregate SPS against the N processes'. With
-`--one-core`, every trainer is pinned to one CPU (the first this process may use), so that on a
-CPU the N processes and the batch share one core alike.
+With `--one-core`, every trainer is pinned to one CPU (the first this process may use).
 
-    python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8
-    python benchmarks/shared_device_sps.py --device cuda --runs 1 2 4 8 --seed-batch
-    python benchmarks/shared_device_sps.py --device cpu --runs 1 2 --seed-batch --one-core
-    python benchmarks/shared_device_sps.py --device cpu --env Hopper-v4 --runs 1 2 \\
+    python -m benchmarks.shared_device_sps --device cuda --runs 1 2 4 8
+    python -m benchmarks.shared_device_sps --device cpu --runs 1 2 --one-core
+    python -m benchmarks.shared_device_sps --device cpu --env Hopper-v4 --runs 1 2 \\
         --total-timesteps 3000 --learning-starts 1000 --extra --batch-size 64
 """
 
@@ -45,27 +40,15 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from benchmarks.common import (
+    check_budget,
+    finish_trainer,
+    shared_window_rates,
+    start_trainer,
+    steady_windows,
+)
 from sacbench.provenance import cpu_model, gpu_model
 from sacbench.training.envs import EnvError, env_spaces
-
-# Run as a script, Python puts benchmarks/ first on sys.path; imported (the tests), the
-# repository root is there instead.
-try:
-    from benchmarks.train_sps import (
-        check_budget,
-        finish_trainer,
-        shared_window_rates,
-        start_trainer,
-        steady_windows,
-    )
-except ModuleNotFoundError:
-    from train_sps import (  # type: ignore[no-redef]
-        check_budget,
-        finish_trainer,
-        shared_window_rates,
-        start_trainer,
-        steady_windows,
-    )
 
 GPU_FLAGS = ("--compile", "--cudagraphs")
 
@@ -85,11 +68,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--total-timesteps", type=int, default=15_000)
     parser.add_argument("--learning-starts", type=int, default=5_000)
     parser.add_argument("--buffer-size", type=int, default=1_000_000)
-    parser.add_argument(
-        "--seed-batch",
-        action="store_true",
-        help="also train each N's seeds as one seed batch (python -m sacbench.train_seeds)",
-    )
     parser.add_argument(
         "--one-core", action="store_true", help="pin every trainer to one CPU (the first allowed)"
     )
@@ -121,20 +99,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def trainer_flags(options: argparse.Namespace, *, seed_batch: bool = False) -> list[str]:
-    """Flags after train_sps's common ones: device, the GPU path's (not for a seed batch, which
-    is not compiled), evaluation off, --extra."""
-    compiled = options.device == "cuda" and not options.eager and not seed_batch
+def trainer_flags(options: argparse.Namespace) -> list[str]:
+    """Flags after common.trainer_command's: device, the GPU path's, evaluation off, --extra."""
+    compiled = options.device == "cuda" and not options.eager
     gpu = list(GPU_FLAGS) if compiled else []
     # The final evaluation runs after the last window; it would only lengthen the benchmark.
     return ["--device", options.device, *gpu, "--eval-episodes", "0", *options.extra]
 
 
-def run_options(
-    options: argparse.Namespace, *, seed: int, seed_batch: bool = False
-) -> argparse.Namespace:
-    """What train_sps.trainer_command reads, for one run (or seed batch) of the fast path."""
-    flags = trainer_flags(options, seed_batch=seed_batch)
+def run_options(options: argparse.Namespace, *, seed: int) -> argparse.Namespace:
+    """What common.trainer_command reads, for one run of the fast path."""
+    flags = trainer_flags(options)
     return argparse.Namespace(**{**vars(options), "seed": seed, "extra": flags})
 
 
@@ -191,45 +166,13 @@ def run_together(scratch: Path, *, runs: int, options: argparse.Namespace) -> Sh
     )
 
 
-def run_seed_batch(scratch: Path, *, runs: int, options: argparse.Namespace) -> SharedResult:
-    """Train seeds 1..runs as one seed batch; each seed's SPS over the span all trained."""
-    started = time.time()
-    seeds = list(range(1, runs + 1))
-    pattern, log = scratch / f"B{runs}-seed{{seed}}", scratch / f"B{runs}.log"
-    child = start_trainer(
-        pattern,
-        env_id=options.env,
-        path="fast",
-        options=run_options(options, seed=1, seed_batch=True),
-        seeds=seeds,
-        log=log,
-        cpus=pinned_cpus(options),
-    )
-    try:
-        peak_rss = finish_trainer(child, pattern, log=log)
-    finally:
-        if child.returncode is None:
-            child.terminate()
-            child.wait()
-    run_dirs = [scratch / f"B{runs}-seed{seed}" for seed in seeds]
-    shared = shared_window_rates([steady_windows(run_dir) for run_dir in run_dirs])
-    return SharedResult(
-        runs=runs,
-        per_run_sps=[statistics.median(rates) for rates in shared],
-        peak_rss=[peak_rss],
-        wall_seconds=time.time() - started,
-    )
-
-
 def device_name(device: str) -> str:
     return gpu_model("cuda") if device == "cuda" else f"{cpu_model()}, {os.cpu_count()} CPUs"
 
 
-def table(results: list[SharedResult], *, processes: list[SharedResult] | None = None) -> str:
-    """The table of N runs as processes; with `processes`, of the seed batches, each against
-    the N processes of the same N (aggregate SPS, batch / processes)."""
+def table(results: list[SharedResult]) -> str:
+    """The table of N runs sharing the device."""
     one_run = next((result.aggregate_sps for result in results if result.runs == 1), None)
-    against = {result.runs: result.aggregate_sps for result in processes or []}
     rows = []
     for result in results:
         sps = result.per_run_sps
@@ -244,14 +187,8 @@ def table(results: list[SharedResult], *, processes: list[SharedResult] | None =
                 f"{result.wall_seconds:.0f}",
             ]
         )
-        if processes is not None:
-            rows[-1].append(f"{result.aggregate_sps / against[result.runs]:.2f}")
     headers = ["N", "per-run SPS (median)", "per-run min-max", "aggregate SPS",
                "aggregate / N=1", "peak RSS per child (MiB)", "wall (s)"]  # fmt: skip
-    if processes is not None:
-        headers[:3] = ["N (one batch)", "per-seed SPS (median)", "per-seed min-max"]
-        headers[-2] = "peak RSS (MiB)"
-        headers.append("batch / processes")
     return tabulate(
         rows,
         headers=headers,
@@ -275,33 +212,20 @@ def footnote(options: argparse.Namespace, *, loads: tuple[float, float]) -> str:
         "window dropped)",
         "aggregate SPS: the sum of the N per-run SPS; peak RSS: the largest child's",
     ]
-    if options.seed_batch:
-        batch_flags = " ".join(trainer_flags(options, seed_batch=True))
-        lines.append(
-            "one batch: python -m sacbench.train_seeds --threads 1 --update-path fast "
-            f"{batch_flags} --seeds 1..N, each seed's SPS read from its own run dir as above; "
-            "batch / processes: its aggregate SPS over the N processes'"
-        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
     load_before = os.getloadavg()[0]
-    results, batches = [], []
+    results = []
     with tempfile.TemporaryDirectory(prefix="sacbench-shared-sps-") as scratch:
         for runs in options.runs:
             result = run_together(Path(scratch), runs=runs, options=options)
             results.append(result)
             print(f"N={runs}: {summary(result, what='run')}", flush=True)
-            if options.seed_batch:
-                batches.append(run_seed_batch(Path(scratch), runs=runs, options=options))
-                print(f"N={runs}, one batch: {summary(batches[-1], what='seed')}", flush=True)
     print()
     print(table(results))
-    if options.seed_batch:
-        print()
-        print(table(batches, processes=results))
     print()
     print(footnote(options, loads=(load_before, os.getloadavg()[0])))
     return 0

@@ -26,10 +26,10 @@ same budget (--env-id, --seed, --total-timesteps, --learning-starts, --buffer-si
 It logs no charts/steady_SPS, so its windows are the 100 steps between two consecutive charts/SPS
 points over their event wall times (all of them after learning_starts).
 
-    python benchmarks/train_sps.py
-    python benchmarks/train_sps.py --paired --repeats 3
-    python benchmarks/train_sps.py --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
-    python benchmarks/train_sps.py --paired --repeats 3 --extra --fused-update \
+    python -m benchmarks.train_sps
+    python -m benchmarks.train_sps --paired --repeats 3
+    python -m benchmarks.train_sps --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
+    python -m benchmarks.train_sps --paired --repeats 3 --extra --fused-update \
         --cleanrl-checkout ~/cleanrl --cleanrl-python ~/cleanrl-venv/bin/python
 """
 
@@ -46,14 +46,18 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from sacbench.events import read_run_scalars
-from sacbench.tags import SPS_TAG, STEADY_SPS_TAG
+from benchmarks.common import (
+    CLEANRL_SCRIPT,
+    check_budget,
+    cleanrl_environment,
+    finish_trainer,
+    shared_window_rates,
+    start_trainer,
+    steady_windows,
+)
 from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
-# With --cleanrl-checkout, the fast path is compared with this script of the checkout instead of
-# sacbench's reference path.
-CLEANRL_SCRIPT = Path("cleanrl") / "sac_continuous_action.py"
 CLEANRL_CAPTION = "; CleanRL's script on OMP_NUM_THREADS=1, windows from its charts/SPS wall times"
 
 
@@ -152,140 +156,6 @@ def check_cleanrl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         )
 
 
-def cleanrl_environment(checkout: Path) -> dict[str, str]:
-    """CleanRL's script on one thread, as sacbench's trainer with --threads 1, finding its
-    cleanrl_utils package in the checkout."""
-    inherited = os.environ.get("PYTHONPATH")
-    return {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "PYTHONPATH": os.pathsep.join([str(checkout), *([inherited] if inherited else [])]),
-    }
-
-
-def check_budget(
-    parser: argparse.ArgumentParser, *, total_timesteps: int, learning_starts: int
-) -> None:
-    """Refuse a budget too small for a steady_SPS window after the first (which is dropped)."""
-    if total_timesteps <= learning_starts + 200:
-        parser.error(
-            f"--total-timesteps {total_timesteps} must exceed --learning-starts "
-            f"{learning_starts} by more than 200 steps (two steady_SPS windows)"
-        )
-
-
-def trainer_command(
-    run_dir: Path,
-    *,
-    env_id: str,
-    path: str,
-    options: argparse.Namespace,
-    seeds: list[int] | None = None,
-) -> list[str]:
-    """The trainer's command line for one run of options.seed, or with `seeds` one seed batch
-    (python -m sacbench.train_seeds; run_dir is then its pattern, with {seed}). For the path
-    "cleanrl", CleanRL's script's (run in run_dir: see start_trainer)."""
-    if path == "cleanrl":
-        return [
-            str(options.cleanrl_python),
-            str(options.cleanrl_checkout / CLEANRL_SCRIPT),
-            *("--env-id", env_id, "--seed", str(options.seed)),
-            *("--total-timesteps", str(options.total_timesteps)),
-            *("--learning-starts", str(options.learning_starts)),
-            *("--buffer-size", str(options.buffer_size)),
-            "--no-cuda",
-        ]
-    if seeds is None:
-        module, seed_flags = "sacbench.train", ["--seed", str(options.seed)]
-    else:
-        module, seed_flags = "sacbench.train_seeds", ["--seeds", *map(str, seeds)]
-    return [
-        sys.executable,
-        "-m",
-        module,
-        "--env-id",
-        env_id,
-        *seed_flags,
-        "--total-timesteps",
-        str(options.total_timesteps),
-        "--learning-starts",
-        str(options.learning_starts),
-        "--buffer-size",
-        str(options.buffer_size),
-        "--update-path",
-        path,
-        "--threads",
-        "1",
-        "--checkpoint-interval",
-        "0",
-        "--run-dir",
-        str(run_dir),
-        *(options.extra if path == "fast" else []),
-    ]
-
-
-def start_trainer(
-    run_dir: Path,
-    *,
-    env_id: str,
-    path: str,
-    options: argparse.Namespace,
-    seeds: list[int] | None = None,
-    log: Path | None = None,
-    cpus: set[int] | None = None,
-) -> subprocess.Popen:
-    """Start trainer_command's process, its output into `log` (default: the run dir's name
-    with .log), pinned to `cpus` when given. CleanRL's script runs in run_dir, where it writes
-    runs/{run_name}/."""
-    command = trainer_command(run_dir, env_id=env_id, path=path, options=options, seeds=seeds)
-    cwd, env = None, None
-    if path == "cleanrl":
-        run_dir.mkdir(parents=True)
-        cwd, env = run_dir, cleanrl_environment(options.cleanrl_checkout)
-    with open(log or run_dir.with_suffix(".log"), "w") as output:
-        return subprocess.Popen(
-            command,
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            cwd=cwd,
-            env=env,
-            preexec_fn=None if cpus is None else (lambda: os.sched_setaffinity(0, cpus)),
-        )
-
-
-def finish_trainer(child: subprocess.Popen, run_dir: Path, *, log: Path | None = None) -> int:
-    """Wait for the child; its peak RSS in bytes. Exits with the log's tail if it failed."""
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        log_text = (log or run_dir.with_suffix(".log")).read_text()[-2000:]
-        raise SystemExit(
-            f"{' '.join(map(str, child.args))} failed ({child.returncode}):\n{log_text}"
-        )
-    return usage.ru_maxrss * 1024
-
-
-def steady_windows(run_dir: Path) -> list[tuple[float, float, float]]:
-    """(start wall time, end wall time, steps/s) of each training window after the first; for a
-    run without charts/steady_SPS (CleanRL's script), of each pair of consecutive charts/SPS
-    points, which it logs every 100 steps once it trains."""
-    scalars = read_run_scalars(run_dir)
-    steady = scalars[scalars["tag"] == STEADY_SPS_TAG].sort_values("step")
-    if steady.empty:
-        points = scalars[scalars["tag"] == SPS_TAG].sort_values("step")
-        times, steps = list(points["wall_time"]), list(points["step"])
-        return [
-            (times[i - 1], times[i], (steps[i] - steps[i - 1]) / (times[i] - times[i - 1]))
-            for i in range(1, len(times))
-        ]
-    ends = list(steady["wall_time"])
-    rates = list(steady["value"])
-    # The first window still holds the random-action phase; each later one starts where the
-    # previous one ended.
-    return [(ends[i - 1], ends[i], rates[i]) for i in range(1, len(ends))]
-
-
 def run_trainer(
     run_dir: Path, *, env_id: str, path: str, options: argparse.Namespace
 ) -> tuple[float, int, float]:
@@ -345,20 +215,6 @@ def side_label(path: str, options: argparse.Namespace) -> str:
             commit = ""
         return f"CleanRL's {CLEANRL_SCRIPT.name} ({commit or 'commit unknown'})"
     return path
-
-
-def shared_window_rates(
-    windows_per_run: list[list[tuple[float, float, float]]],
-) -> list[list[float]]:
-    """Per run, the steps/s of its steady windows that lie wholly inside the span where every
-    run was training: from the latest start of a run's first steady window to the earliest end
-    of a run's last one. A run's list is empty when none of its windows fits."""
-    span_start = max(windows[0][0] for windows in windows_per_run)
-    span_end = min(windows[-1][1] for windows in windows_per_run)
-    return [
-        [rate for start, end, rate in windows if start >= span_start and end <= span_end]
-        for windows in windows_per_run
-    ]
 
 
 def buffer_memory_rows(env_ids: list[str], capacity: int) -> list[list[object]]:

@@ -8,7 +8,7 @@ Two readers give the same table:
 
 * ``"records"`` (default): walks the TFRecord framing itself, verifies every masked CRC-32C, and
   decodes each record with TensorBoard's own ``Event`` protobuf class. Fast enough for a 1M-step
-  run (see benchmarks/extract_speed.py).
+  run (docs/performance.md, "Memory and I/O").
 * ``"event-accumulator"``: TensorBoard's ``EventAccumulator`` (size guidance 0 = keep every
   point), several times slower because it checks CRCs in pure Python and converts every value to
   a tensor. The tests check that both readers agree.

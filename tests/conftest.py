@@ -24,7 +24,6 @@ HEAVIEST_FIRST = (
     "test_evaluation.py",  # 104 s
     "test_external_command.py",  # 102 s
     "test_tracking.py",  # 96 s
-    "test_seed_batch.py",  # 85 s
     "test_commands.py",  # 68 s
 )
 

@@ -8,7 +8,7 @@ The layers, bottom up (issue 11):
   training meet only on disk);
 - pipeline: what the Snakemake workflow calls (config, resources, status); imports training, sac
   and leaves;
-- entry shims (`python -m sacbench.train|train_seeds|report|status|evaluate|run_command`):
+- entry shims (`python -m sacbench.train|report|status|evaluate|run_command`):
   import only a layer's `main`.
 
 The import graph is read from the source with ast, lazy and TYPE_CHECKING imports included.
@@ -35,7 +35,6 @@ LEAVES = {
 }
 ENTRY_SHIMS = {
     "sacbench.train",
-    "sacbench.train_seeds",
     "sacbench.report",
     "sacbench.status",
     "sacbench.evaluate",

@@ -1,6 +1,6 @@
 """--fused-update: the hand-written update computed by sacbench/sac/fused_update.cpp, compiled here.
 
-Each step against the hand-written path on the same state and draws (whole updates against the
+Whole one-call updates against the hand-written path on the same state and draws (against the
 reference path: tests/test_sac.py), its refusals, and the real trainer with the flag.
 """
 
@@ -34,7 +34,6 @@ from sacbench.sac.fused import (
 )
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.mixed_precision import native_bf16_products
-from sacbench.sac.products import MIN_ROUNDED_SIDE
 from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer
 
 CPU = torch.device("cpu")
@@ -93,82 +92,25 @@ def shaped_batch(obs_dim: int, action_dim: int, batch_size: int) -> Batch:
     )
 
 
-def assert_close_to_scale(
-    ours: torch.Tensor, theirs: torch.Tensor, what: str, *, floor: float = 0.0
-) -> None:
-    """Within float32 rounding of a differently ordered sum: 1e-5 of the tensor's largest value,
-    or of `floor` where the value is a near-cancelling difference of larger terms."""
-    assert ours.shape == theirs.shape, what
-    scale = max(theirs.abs().max().item(), floor)
-    assert scale > 0, f"{what}: all zero, so the comparison would prove nothing"
-    assert (ours - theirs).abs().max().item() <= 1e-5 * scale, what
-
-
-@pytest.mark.parametrize(("obs_dim", "action_dim"), [(11, 3), (376, 17)])
-@pytest.mark.parametrize("alpha", [torch.tensor([0.2]), 0.05])
-def test_each_fused_step_computes_what_the_handwritten_step_does(
-    fused, products_library, obs_dim, action_dim, alpha
-):
-    learner = learner_with_shapes(obs_dim, action_dim, batch_size=48)
-    handwritten = HandwrittenFormulation()
-    nets, batch = learner.networks, shaped_batch(obs_dim, action_dim, 48)
-
-    results = []
-    for formulation in (handwritten, fused):
-        torch.manual_seed(9)  # the same draws, in the same order, for both
-        critic = formulation.critic_gradients(nets, batch, alpha=alpha, gamma=0.99)
-        actor_pass = formulation.begin_actor_updates(nets, batch.observations, count=2)
-        actor = formulation.actor_gradients(nets, batch.observations, actor_pass, alpha=alpha)
-        alpha_loss = formulation.alpha_loss(
-            nets, actor_pass.policy, log_alpha=learner.log_alpha, target_entropy=-action_dim
-        )
-        results.append((critic, actor_pass, actor, alpha_loss))
-    (critic, actor_pass, actor, alpha_loss), (f_critic, f_pass, f_actor, f_alpha_loss) = results
-
-    for index, (ours, theirs) in enumerate(zip(f_critic[0], critic[0], strict=True)):
-        assert_close_to_scale(ours, theirs, f"critic gradient {index}")
-    assert_close_to_scale(f_critic[1], critic[1], "critic metrics")
-    for name in ("hidden1", "hidden2", "mean", "log_std_tanh", "log_std"):
-        assert_close_to_scale(getattr(f_pass.policy, name), getattr(actor_pass.policy, name), name)
-    assert_close_to_scale(f_pass.observation_part, actor_pass.observation_part, "obs part")
-    for index, (ours, theirs) in enumerate(zip(f_actor[0], actor[0], strict=True)):
-        assert_close_to_scale(ours, theirs, f"actor gradient {index}")
-    # The actor loss is mean(alpha * log pi) - mean(min Q), terms of about 0.1 here, which at
-    # alpha 0.05 cancel to under 1e-3: its rounding is its terms', hence the floor.
-    assert_close_to_scale(f_actor[1], actor[1], "actor loss", floor=0.01)
-    assert_close_to_scale(f_alpha_loss, alpha_loss, "alpha loss")
-
-
-def test_the_next_draw_decides_the_fused_gradients(fused):
-    """Control for the comparison above: other draws give other gradients, beyond its tolerance."""
-    learner = learner_with_shapes(11, 3, batch_size=48)
-    batch = shaped_batch(11, 3, 48)
-    gradients = []
-    for seed in (9, 10):
-        torch.manual_seed(seed)
-        gradients.append(fused.critic_gradients(learner.networks, batch, alpha=0.2, gamma=0.99)[0])
-    difference = (gradients[0][0] - gradients[1][0]).abs().max().item()
-    assert difference > 1e-3 * gradients[0][0].abs().max().item()
-
-
 def test_a_diverged_target_critic_shows_as_nan_as_on_the_handwritten_path(fused):
     """torch.minimum propagates NaN; a C++ min that skipped it would hide a diverged critic."""
-    learner = learner_with_shapes(11, 3, batch_size=16)
-    with torch.no_grad():
-        learner.target_critic.biases[2][1].fill_(float("nan"))  # member 1's output
-    batch = shaped_batch(11, 3, 16)
     metrics = []
     for formulation in (HandwrittenFormulation(), fused):
+        learner = learner_with_shapes(11, 3, batch_size=16)
+        learner.formulation = formulation
+        with torch.no_grad():
+            learner.target_critic.biases[2][1].fill_(float("nan"))  # member 1's output
         torch.manual_seed(2)
-        metrics.append(
-            formulation.critic_gradients(learner.networks, batch, alpha=0.2, gamma=0.99)[1]
-        )
-    assert torch.isnan(metrics[0]).tolist() == torch.isnan(metrics[1]).tolist()
-    assert torch.isnan(metrics[1][2:]).all()  # both losses and their mean
+        schedule = update_schedule(101, learning_starts=100, policy_frequency=2,
+                                   target_network_frequency=2)  # fmt: skip
+        metrics.append(learner.update(shaped_batch(11, 3, 16), schedule))
+    nan = [{name: bool(torch.isnan(value)) for name, value in one.items()} for one in metrics]
+    assert nan[0] == nan[1]
+    assert all(nan[1][name] for name in ("qf1_loss", "qf2_loss", "qf_loss"))
 
 
 def fused_learner(
-    *, autotune: bool, one_call: bool, fused: FusedFormulation, bf16_products: bool = False
+    *, autotune: bool, fused: FusedFormulation, bf16_products: bool = False
 ) -> FastLearner:
     learner = learner_with_shapes(11, 3, batch_size=BF16_BATCH if bf16_products else 32)
     precision = "bf16" if bf16_products else "fp32"
@@ -177,7 +119,7 @@ def fused_learner(
     )
     if not autotune:
         learner.alpha = learner.args.alpha
-    learner.formulation = FusedFormulation(fused.extension, one_call, bf16_products)
+    learner.formulation = FusedFormulation(fused.extension, bf16_products)
     return learner
 
 
@@ -213,35 +155,66 @@ def assert_same_updates(ours: list[dict], theirs: list[dict]) -> None:
 
 
 @pytest.mark.parametrize(("autotune", "policy_frequency"), [(True, 2), (False, 2), (True, 3)])
-def test_one_call_per_step_updates_exactly_as_the_step_by_step_loop(
+def test_one_call_per_step_updates_as_the_handwritten_loop(
     fused, products_library, autotune, policy_frequency
 ):
     """fused_update.cpp's `update` (one call per training step, Adam and the targets included)
-    against FastLearner's own loop over the same fused steps: the same draws, kernels and order,
-    so the same bits, over steps with and without actor and target updates."""
+    against FastLearner's own loop over the hand-written formulation: the same draws in the same
+    order, so the same values to float32 rounding, over steps with and without actor and target
+    updates."""
     results = []
-    for one_call in (True, False):
-        learner = fused_learner(autotune=autotune, one_call=one_call, fused=fused)
+    for formulation in (fused, HandwrittenFormulation()):
+        learner = fused_learner(autotune=autotune, fused=fused)
+        learner.formulation = formulation
         torch.manual_seed(6)
         metrics = fused_updates(learner, range(101, 108), policy_frequency=policy_frequency)
         results.append((metrics, learner_state_tensors(learner), learner.alpha))
     (one_call, one_call_state, one_call_alpha), (loop, loop_state, loop_alpha) = results
-    assert_same_updates(one_call, loop)
+    for mine, other in zip(one_call, loop, strict=True):
+        assert mine.keys() == other.keys()
+        for name in mine:
+            torch.testing.assert_close(mine[name], other[name], rtol=1e-4, atol=1e-5, msg=name)
     assert ("alpha_loss" in one_call[-1]) == autotune
     for mine, other in zip(one_call_state, loop_state, strict=True):
-        torch.testing.assert_close(mine, other, rtol=0, atol=0)
-    assert float(one_call_alpha) == float(loop_alpha)
+        torch.testing.assert_close(mine, other, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(float(one_call_alpha), float(loop_alpha), rtol=1e-5, atol=0)
     if autotune:
         assert float(one_call_alpha) != 1.0  # alpha was tuned, so the comparison covers it
+
+
+def test_one_call_updates_as_the_handwritten_loop_at_humanoids_shapes(fused, products_library):
+    """The same comparison with Humanoid-v4's sizes (376 observations, 17 actions): inputs wider
+    than the hidden layers, and an action scale other than 1."""
+    results = []
+    for formulation in (fused, HandwrittenFormulation()):
+        learner = learner_with_shapes(376, 17, batch_size=48)
+        learner.formulation = formulation
+        batch = shaped_batch(376, 17, 48)
+        torch.manual_seed(6)
+        for step in range(101, 105):
+            schedule = update_schedule(step, learning_starts=100, policy_frequency=2,
+                                       target_network_frequency=1)  # fmt: skip
+            metrics = {
+                name: value.clone() for name, value in learner.update(batch, schedule).items()
+            }
+        results.append((metrics, learner_state_tensors(learner)))
+    (one_call, one_call_state), (loop, loop_state) = results
+    assert one_call.keys() == loop.keys() and "alpha_loss" in one_call
+    for name in one_call:
+        torch.testing.assert_close(one_call[name], loop[name], rtol=1e-4, atol=1e-5, msg=name)
+    # Adam moves a weight whose gradient is near zero by up to its learning rate whichever way
+    # rounding tips it, so the state is compared by each tensor's norm (measured 2e-6; other
+    # draws differ by 0.6).
+    assert max(differences(one_call_state, loop_state)) <= 1e-5
 
 
 def test_a_loaded_state_is_what_the_one_call_update_steps(fused):
     """The one-call update keeps its tensor lists between calls; load_state_dict replaces the
     optimizers' state tensors, so a learner that trained before loading must step the loaded
     ones, and continue exactly as the learner it was loaded from."""
-    original = fused_learner(autotune=True, one_call=True, fused=fused)
+    original = fused_learner(autotune=True, fused=fused)
     fused_updates(original, range(101, 105), policy_frequency=2)
-    resumed = fused_learner(autotune=True, one_call=True, fused=fused)
+    resumed = fused_learner(autotune=True, fused=fused)
     fused_updates(resumed, range(101, 103), policy_frequency=2)  # its lists, then replaced
     # A deep copy stands in for the checkpoint file: optimizer states would share tensors.
     resumed.load_state_dict(copy.deepcopy(original.state_dict()))
@@ -277,67 +250,20 @@ def differences(ours: list[torch.Tensor], theirs: list[torch.Tensor]) -> list[fl
     return [relative_difference(*pair) for pair in zip(ours, theirs, strict=True)]
 
 
-def step_outputs(formulation, learner: FastLearner, batch: Batch) -> dict[str, torch.Tensor]:
-    """A critic step, the actor pass and an actor step, from the same draws."""
-    torch.manual_seed(9)
-    nets = learner.networks
-    critic_gradients, metrics = formulation.critic_gradients(nets, batch, alpha=0.2, gamma=0.99)
-    actor_pass = formulation.begin_actor_updates(nets, batch.observations, count=2)
-    actor_gradients, actor_loss = formulation.actor_gradients(
-        nets, batch.observations, actor_pass, alpha=0.2
-    )
-    policy = actor_pass.policy
-    return {
-        **{f"critic gradient {index}": tensor for index, tensor in enumerate(critic_gradients)},
-        "critic metrics": metrics,
-        **{name: getattr(policy, name) for name in ("hidden1", "hidden2", "mean")},
-        "observation part": actor_pass.observation_part,
-        **{f"actor gradient {index}": tensor for index, tensor in enumerate(actor_gradients)},
-        "actor loss": actor_loss,
-    }
-
-
-@pytest.mark.parametrize(("obs_dim", "action_dim"), [(11, 3), (376, 17)])
-def test_with_bf16_products_each_fused_step_rounds_where_the_handwritten_step_does(
-    fused, obs_dim, action_dim
-):
-    learner = learner_with_shapes(obs_dim, action_dim, batch_size=BF16_BATCH)
-    batch = shaped_batch(obs_dim, action_dim, BF16_BATCH)
-    fused_bf16 = FusedFormulation(fused.extension, bf16_products=True)
-    eager_bf16 = HandwrittenFormulation(torch.bfloat16)
-    ours, theirs, float32 = (
-        step_outputs(formulation, learner, batch) for formulation in (fused_bf16, eager_bf16, fused)
-    )
-    assert ours.keys() == theirs.keys() == float32.keys()
-    for name, tensor in ours.items():
-        assert relative_difference(tensor, theirs[name]) <= SAME_ROUNDING, name
-    assert max(relative_difference(ours[name], float32[name]) for name in ours) >= ROUNDING_SHOWS
-    # The critics' observation part is a product with a side of obs_dim: it rounds for 376
-    # columns, and for 11 it stays float32, bit for bit.
-    part, part_in_float32 = ours["observation part"], float32["observation part"]
-    if obs_dim < MIN_ROUNDED_SIDE:
-        assert torch.equal(part, part_in_float32)
-    else:
-        assert relative_difference(part, part_in_float32) > 1e-4
-
-
-def test_with_bf16_products_one_call_updates_as_the_loop_and_as_the_eager_path(fused):
-    """Seven training steps with bf16 products: the one-call update bit for bit as the fused
-    loop, and within SAME_ROUNDING of the eager hand-written path with bf16 products."""
+def test_with_bf16_products_one_call_updates_as_the_eager_path(fused):
+    """Seven training steps with bf16 products: the one-call update within SAME_ROUNDING of the
+    eager hand-written path with bf16 products, and beyond ROUNDING_SHOWS of float32 products."""
     states = {}
-    for name, one_call in (("one call", True), ("loop", False)):
-        learner = fused_learner(autotune=True, one_call=one_call, fused=fused, bf16_products=True)
-        torch.manual_seed(6)
-        fused_updates(learner, range(101, 108), policy_frequency=2)
-        states[name] = learner_state_tensors(learner)
-    for name, formulation in (("eager", HandwrittenFormulation(torch.bfloat16)), ("fp32", fused)):
-        learner = fused_learner(autotune=True, one_call=False, fused=fused, bf16_products=True)
+    for name, formulation in (
+        ("one call", FusedFormulation(fused.extension, bf16_products=True)),
+        ("eager", HandwrittenFormulation(torch.bfloat16)),
+        ("fp32", fused),
+    ):
+        learner = fused_learner(autotune=True, fused=fused, bf16_products=True)
         learner.formulation = formulation
         torch.manual_seed(6)
         fused_updates(learner, range(101, 108), policy_frequency=2)
         states[name] = learner_state_tensors(learner)
-    for mine, other in zip(states["one call"], states["loop"], strict=True):
-        torch.testing.assert_close(mine, other, rtol=0, atol=0)
     assert max(differences(states["one call"], states["eager"])) <= SAME_ROUNDING
     assert max(differences(states["one call"], states["fp32"])) >= ROUNDING_SHOWS
 
@@ -384,11 +310,11 @@ def test_fused_acting_draws_and_acts_as_the_eager_policy(
 def test_fused_acting_follows_the_trained_and_the_loaded_actor(fused):
     """act keeps the actor's tensors between calls: they must be the ones the update trains and
     load_state_dict writes into."""
-    learner = fused_learner(autotune=True, one_call=True, fused=fused)
+    learner = fused_learner(autotune=True, fused=fused)
     observations = torch.randn(1, 11)
     learner.act(observations)  # its tensors collected before the updates
     fused_updates(learner, range(101, 105), policy_frequency=2)
-    other = fused_learner(autotune=True, one_call=True, fused=fused)
+    other = fused_learner(autotune=True, fused=fused)
     fused_updates(other, range(101, 107), policy_frequency=2)
     for source in (learner, other):
         if source is other:
@@ -403,7 +329,7 @@ def test_fused_acting_follows_the_trained_and_the_loaded_actor(fused):
 
 
 def test_the_one_call_update_refuses_a_malformed_optimizer(fused):
-    learner = fused_learner(autotune=True, one_call=True, fused=fused)
+    learner = fused_learner(autotune=True, fused=fused)
     fused_updates(learner, range(101, 102), policy_frequency=2)
     arguments = list(learner._fused_arguments)
     arguments[3] = arguments[3][:3]  # the critic optimizer without its step tensors
@@ -420,10 +346,10 @@ def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
     ]
     strided = torch.randn(11, 8).t()
     with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
-        fused.extension.policy_forward(actor_tensors, strided, -5.0, 3.5, False)
+        fused.extension.act(actor_tensors, strided, -5.0, 3.5, False)
     with pytest.raises(RuntimeError, match="observations must be a contiguous float32 CPU tensor"):
-        fused.extension.policy_forward(actor_tensors, torch.randn(8, 11, dtype=torch.float64),
-                                       -5.0, 3.5, False)  # fmt: skip
+        fused.extension.act(actor_tensors, torch.randn(8, 11, dtype=torch.float64),
+                            -5.0, 3.5, False)  # fmt: skip
 
 
 def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
@@ -513,7 +439,7 @@ def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing
 def onednn_matmuls_in_one_update(fused: FusedFormulation, capfd) -> int:
     """How many oneDNN matmul primitives one float32 training step (critic, actor and alpha
     updates) executes, from oneDNN's own verbose log."""
-    learner = fused_learner(autotune=True, one_call=True, fused=fused)
+    learner = fused_learner(autotune=True, fused=fused)
     torch.manual_seed(6)
     capfd.readouterr()
     with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):

@@ -54,7 +54,9 @@ from sacbench.sac.reference_learner import ReferenceLearner
 Gradients = Literal["handwritten", "autograd", "fused"]
 
 
-def formulation_for(gradients: Gradients, *, args: Args, device: torch.device) -> Formulation:
+def formulation_for(
+    gradients: Gradients, *, args: Args, device: torch.device
+) -> Formulation | FusedFormulation:
     """The formulation that computes the update's gradients (FastLearner's `gradients`)."""
     if args.compile and gradients != "autograd":
         raise ValueError("--compile compiles the autograd formulation: gradients='autograd'")
@@ -176,8 +178,8 @@ class FastLearner:
     def update(self, batch: Batch, schedule: UpdateSchedule) -> dict[str, torch.Tensor]:
         """One step's updates: the critics, the scheduled actor (and alpha) updates, the targets.
         The formulation computes the gradients; only this class applies them (the fused update
-        applies them in C++, as this loop does: FusedFormulation.one_call)."""
-        if isinstance(self.formulation, FusedFormulation) and self.formulation.one_call:
+        applies them in C++, in one call, as this loop does: FusedFormulation)."""
+        if isinstance(self.formulation, FusedFormulation):
             return self._fused_update(batch, schedule)
         gradients, metrics = self.formulation.critic_gradients(
             self.networks, batch, alpha=self.alpha, gamma=self.args.gamma

@@ -8,8 +8,8 @@ activation is still in the core's L2 cache when the pass after its product reads
 chain of elementwise work between two products fused into one pass (its exp, tanh and log
 vectorized as torch's own kernels are). Each training step is one call of its `update`, which also
 runs the Adam steps (torch's fused Adam kernel, on the optimizers' own state tensors) and the
-target update, with the same random draws in the same order as FastLearner's loop over this
-module's FusedFormulation. Only summation orders differ from the hand-written path (float32
+target update, with the same random draws in the same order as FastLearner's loop over
+HandwrittenFormulation. Only summation orders differ from the hand-written path (float32
 rounding; tests/test_fused.py). With `bf16_products` (--precision bf16) its long products round
 their operands to bfloat16 where HandwrittenFormulation(torch.bfloat16) rounds them
 (sacbench.sac.products), and nothing else.
@@ -32,14 +32,13 @@ import shutil
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch
 
-from sacbench.sac.algorithm import LOG_STD_MIN, Actor, Batch, alpha_loss_fn
+from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
-from sacbench.sac.formulation import ActorPass, FastNetworks, Policy
-from sacbench.sac.policy import HALF_LOG_2PI, LOG_STD_HALF_RANGE, PolicyForward
+from sacbench.sac.policy import LOG_STD_HALF_RANGE
 
 SOURCE = Path(__file__).resolve().parent / "fused_update.cpp"
 
@@ -85,7 +84,7 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
 def build_name(source: Path, flags: list[str], *, section_times: bool = False) -> str:
     """The build's name: the CPU kind, and a digest of the source's path and text and the flags.
     torch keeps one build per name and rebuilds it whenever the source or its path changes, so
-    two checkouts on one machine (benchmarks/update_throughput.py --against, a CI clone) would
+    two checkouts on one machine (a worktree beside the main checkout, a CI clone) would
     otherwise rebuild each other's, for 20-40 seconds each time, even at the same version."""
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
     digest = hashlib.sha256(built_from).hexdigest()[:8]
@@ -194,62 +193,20 @@ def adam_arguments(optimizer: torch.optim.Adam) -> tuple[list[list[torch.Tensor]
 
 @dataclass(frozen=True)
 class FusedFormulation:
-    """sacbench.sac.formulation.Formulation computed by fused_update.cpp; the same draws, in the
-    same order, as HandwrittenFormulation (each a standard-normal [B, A] tensor, as
-    squashed_sample's randn_like draws it).
-
-    With `one_call` (the default), FastLearner runs each training step's updates as one call of
-    fused_update.cpp's `update`, which also steps the optimizers and the targets: the same
-    operations, draws and Adam kernel as its own loop over the methods below, without the
-    Python between them. `one_call=False` keeps that loop (benchmarks/levers.py times the two).
-    With `bf16_products`, the products that HandwrittenFormulation(torch.bfloat16) rounds
-    (--precision bf16) run in bfloat16 here too.
+    """The fused update as FastLearner runs it: each training step's updates in one call of
+    fused_update.cpp's `update` (FastLearner._fused_update), which also steps the optimizers and
+    the targets, and the training loop's actions through its `act`. The same draws, in the same
+    order, as FastLearner's loop over HandwrittenFormulation. With `bf16_products`, the products
+    that HandwrittenFormulation(torch.bfloat16) rounds (--precision bf16) run in bfloat16 here
+    too.
     """
 
     extension: Any
-    one_call: bool = True
     bf16_products: bool = False
 
     @classmethod
-    def build(cls, *, one_call: bool = True, bf16_products: bool = False) -> FusedFormulation:
-        return cls(fused_update_extension(), one_call, bf16_products)
-
-    @property
-    def product_dtype(self) -> torch.dtype | None:
-        """The products' precision as sacbench.sac.products names it."""
-        return torch.bfloat16 if self.bf16_products else None
-
-    @torch.no_grad()
-    def critic_gradients(
-        self, nets: FastNetworks, batch: Batch, *, alpha: torch.Tensor | float, gamma: float
-    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        noise = torch.randn(batch.observations.shape[0], nets.actor.fc_mean.out_features)
-        *gradients, metrics = self.extension.critic_step(
-            actor_tensors(nets.actor),
-            detached(nets.critic),
-            detached(nets.target_critic),
-            # The replay buffer's columns may be strided views; the C++ reads dense rows.
-            batch.observations.contiguous(),
-            batch.actions.contiguous(),
-            batch.next_observations.contiguous(),
-            batch.rewards.contiguous(),
-            batch.terminations.contiguous(),
-            noise,
-            float(alpha),
-            gamma,
-            LOG_STD_MIN,
-            LOG_STD_HALF_RANGE,
-            HALF_LOG_2PI,
-            self.bf16_products,
-        )
-        return tuple(gradients), metrics
-
-    def policy(self, actor: Actor, observations: torch.Tensor) -> PolicyForward:
-        observations = observations.contiguous()  # the C++ reads dense rows
-        outputs = self.extension.policy_forward(
-            actor_tensors(actor), observations, LOG_STD_MIN, LOG_STD_HALF_RANGE, self.bf16_products
-        )
-        return PolicyForward(observations, *outputs)
+    def build(cls, *, bf16_products: bool = False) -> FusedFormulation:
+        return cls(fused_update_extension(), bf16_products)
 
     @torch.no_grad()
     def act(self, actor: list[torch.Tensor], observations: torch.Tensor) -> torch.Tensor:
@@ -259,60 +216,3 @@ class FusedFormulation:
         return self.extension.act(
             actor, observations.contiguous(), LOG_STD_MIN, LOG_STD_HALF_RANGE, self.bf16_products
         )
-
-    @torch.no_grad()
-    def begin_actor_updates(
-        self, nets: FastNetworks, observations: torch.Tensor, *, count: int
-    ) -> ActorPass:
-        observations = observations.contiguous()  # for both the C++ and observation_part
-        return ActorPass(
-            self.policy(nets.actor, observations),
-            nets.critic.observation_part(observations, product_dtype=self.product_dtype),
-        )
-
-    @torch.no_grad()
-    def actor_gradients(
-        self,
-        nets: FastNetworks,
-        observations: torch.Tensor,
-        actor_pass: ActorPass,
-        *,
-        alpha: torch.Tensor | float,
-    ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
-        policy = cast(PolicyForward, actor_pass.policy)  # begin_actor_updates, updated_policy
-        noise = torch.randn(policy.mean.shape)
-        *gradients, actor_loss = self.extension.actor_step(
-            actor_tensors(nets.actor),
-            detached(nets.critic),
-            policy.observations,  # dense (FusedFormulation.policy)
-            [policy.hidden1, policy.hidden2, policy.mean, policy.log_std_tanh, policy.log_std],
-            actor_pass.observation_part,
-            noise,
-            float(alpha),
-            LOG_STD_HALF_RANGE,
-            HALF_LOG_2PI,
-            self.bf16_products,
-        )
-        return tuple(gradients), actor_loss
-
-    @torch.no_grad()
-    def updated_policy(
-        self, nets: FastNetworks, observations: torch.Tensor, *, keep_graph: bool
-    ) -> PolicyForward:
-        return self.policy(nets.actor, observations)
-
-    @torch.no_grad()
-    def alpha_loss(
-        self,
-        nets: FastNetworks,
-        policy: Policy,
-        *,
-        log_alpha: torch.Tensor,
-        target_entropy: float,
-    ) -> torch.Tensor:
-        forward = cast(PolicyForward, policy)  # from updated_policy
-        noise = torch.randn(forward.mean.shape)
-        log_pi = self.extension.sample_log_prob(
-            actor_tensors(nets.actor), forward.mean, forward.log_std, noise, HALF_LOG_2PI
-        )
-        return alpha_loss_fn(log_alpha=log_alpha, log_pi=log_pi, target_entropy=target_entropy)

@@ -412,8 +412,6 @@ void squashed_sample(const Actor& actor, const PolicyForward& policy, const Tens
   }
 }
 
-}  // namespace
-
 // The actor's forward pass: hidden1, hidden2, mean, log_std_tanh, log_std.
 std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
                                    const Tensor& observations, double log_std_min,
@@ -424,6 +422,8 @@ std::vector<Tensor> policy_forward(const std::vector<Tensor>& actor_tensors,
                                               log_std_half_range, bf16_products);
   return {out.hidden1, out.hidden2, out.mean, out.log_std_tanh, out.log_std};
 }
+
+}  // namespace
 
 // The policy's actions [B, A] for `observations` (FastLearner.act with --fused-update): the
 // forward pass, then one squashed sample drawn as sacbench.sac.policy.squashed_sample draws it
@@ -441,6 +441,8 @@ Tensor act(const std::vector<Tensor>& actor_tensors, const Tensor& observations,
   squashed_sample(actor, policy, noise, 0.0, data(action), noise.size(1), log_pi.data());
   return action;
 }
+
+namespace {
 
 // log pi [B, 1] of the squashed sample drawn with `noise` from a policy_forward's mean, log_std.
 Tensor sample_log_prob(const std::vector<Tensor>& actor_tensors, const Tensor& mean,
@@ -721,8 +723,6 @@ std::vector<Tensor> actor_step(const std::vector<Tensor>& actor_tensors,
   });
 }
 
-namespace {
-
 // One optimizer of FastLearner as sacbench.sac.adam.adam_step reads it: its parameters, exp_avg,
 // exp_avg_sq and step tensors, and its hyperparameters lr, beta1, beta2, weight_decay, eps.
 struct Adam {
@@ -868,10 +868,6 @@ void reset_section_times() { section_table.clear(); }
 #endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
-  module.def("critic_step", &critic_step, "the critic step, fused (see the file header)");
-  module.def("actor_step", &actor_step, "the actor step, fused (see the file header)");
-  module.def("policy_forward", &policy_forward, "the actor's forward pass, fused");
-  module.def("sample_log_prob", &sample_log_prob, "log pi of a squashed sample");
   module.def("act", &act, "the policy's actions: its forward pass and one squashed sample");
   module.def("update", &update, "one training step's updates in one call (see update)");
   module.def("set_float32_products", &set_float32_products,

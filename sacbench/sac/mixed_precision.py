@@ -15,8 +15,7 @@ the same random numbers as a float32 run.
 
 Where the hardware multiplies bfloat16 natively (x86 CPUs with AVX512-BF16 or AMX, CUDA GPUs of
 compute capability 8.0 and later), a product takes about half its float32 time; elsewhere torch
-emulates it and it is much slower than float32 (docs/performance.md, "Mixed precision";
-benchmarks/bf16_matmul.py measures a machine).
+emulates it and it is much slower than float32 (docs/performance.md, "What was tried").
 """
 
 from __future__ import annotations

@@ -3,8 +3,6 @@
 `train` prepares a session (arguments, the run dir, learner, buffer, fresh or resumed state) and
 records how it ended; `_training_session` steps the environment until the end or a stop signal.
 The order of the event log's scalars and of the clock readings is CleanRL's and must stay so.
-The steps a run takes alone and in a seed batch alike (checking, preparing, stepping the env,
-logging, checkpoint timing, ending) are public: sacbench.training.seed_batch runs them per seed.
 """
 
 from __future__ import annotations

@@ -125,10 +125,8 @@ class RunDir:
         except (OSError, json.JSONDecodeError) as error:
             raise RunDirError(f"{self.metadata_path} is unreadable: {error}") from error
 
-    def begin_session(
-        self, *, args: Any, device: str, start_step: int, seed_batch: list[int] | None = None
-    ) -> None:
-        """Record a session's start; `seed_batch`: the seeds it trains together with this one."""
+    def begin_session(self, *, args: Any, device: str, start_step: int) -> None:
+        """Record a session's start."""
         metadata = self._read_metadata() if self.metadata_path.exists() else {}
         from sacbench.sac.args import run_defining_args
 
@@ -145,8 +143,6 @@ class RunDir:
             },
             "host": host_facts(device=device, torch_threads=torch.get_num_threads()),
         }
-        if seed_batch is not None:
-            session["seed_batch"] = seed_batch
         metadata.update(
             args=dict(vars(args)) | run_defining_args(args),
             sacbench=sacbench_version(),
