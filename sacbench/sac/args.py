@@ -206,11 +206,7 @@ def validate_args(args: Args) -> list[str]:
             f"--precision {args.precision} applies to --update-path fast only "
             "(the reference path is CleanRL's float32 computation)"
         )
-    if args.cleanrl_exact and args.update_path != "reference":
-        problems.append(
-            f"--cleanrl-exact draws as CleanRL's script on the reference path only: it needs "
-            f"--update-path reference, got --update-path {args.update_path}"
-        )
+    problems.extend(_cleanrl_exact_problems(args))
     if args.fused_update:
         settings = (
             ("--update-path reference", args.update_path == "reference"),
@@ -226,6 +222,15 @@ def validate_args(args: Args) -> list[str]:
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems
+
+
+def _cleanrl_exact_problems(args: Args) -> list[str]:
+    if args.cleanrl_exact and args.update_path != "reference":
+        return [
+            f"--cleanrl-exact draws as CleanRL's script on the reference path only: it needs "
+            f"--update-path reference, got --update-path {args.update_path}"
+        ]
+    return []
 
 
 # Characters W&B refuses in a project name.
