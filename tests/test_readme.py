@@ -121,6 +121,13 @@ CHECKED: dict[str, tuple[str, str]] = {
         "tests/test_external_command.py",
         "test_cleanrl_style_script_side_by_side_in_every_table_after_a_failed_attempt",
     ),
+    "python -m benchmarks.cleanrl_exact --cleanrl-checkout ~/cleanrl --cleanrl-python"
+    " ~/cleanrl-venv/bin/python --env-ids HalfCheetah-v4 Hopper-v4 --total-timesteps 6000"
+    " --learning-starts 1000 --out-dir /tmp/cleanrl-exact-runs --plot"
+    " docs/figures/cleanrl-exact.png": (
+        "tests/test_cleanrl_exact.py",
+        "test_the_exact_mode_equals_cleanrls_script_step_for_step",
+    ),
     # Weights & Biases, offline (WANDB_MODE=offline, as the README's export sets it).
     "python -m sacbench.train --env-id Hopper-v4 --seed 1 --run-dir runs/hopper-1 --track": (
         "tests/test_tracking.py",

@@ -68,6 +68,11 @@ class Args:
     """steps between periodic checkpoints (0: only on SIGTERM/SIGUSR1/SIGINT)"""
     update_path: Literal["fast", "reference"] = "fast"
     """fast: ensemble critics, hand-written gradients; reference: CleanRL's computation literally"""
+    cleanrl_exact: bool = False
+    """(--update-path reference only) draw every random number as CleanRL's script (fe8d8a03)
+    draws it: replay batches from numpy's global generator as its replay buffer samples them, and
+    episodic returns summed in float32 as Gymnasium 0.29's RecordEpisodeStatistics sums them, so
+    that its losses and returns equal the script's step for step (docs/cleanrl-exact.md)"""
     precision: Literal["fp32", "bf16"] = "fp32"
     """fp32: CleanRL's arithmetic. bf16 (opt-in, fast path only): the update's matrix products in
     bfloat16, with float32 weights, gradients, Adam state and losses; about twice as fast per
@@ -124,6 +129,7 @@ DEFAULTS_OF_UNRECORDED_FIELDS: dict[str, object] = {
     "eval_frequency": 0,
     "eval_episodes": 10,
     "precision": "fp32",
+    "cleanrl_exact": False,
 }
 
 ARG_NAMES: tuple[str, ...] = tuple(field.name for field in dataclasses.fields(Args))
@@ -202,6 +208,7 @@ def validate_args(args: Args) -> list[str]:
             f"--precision {args.precision} applies to --update-path fast only "
             "(the reference path is CleanRL's float32 computation)"
         )
+    problems.extend(_cleanrl_exact_problems(args))
     if args.fused_update:
         settings = (
             ("--update-path reference", args.update_path == "reference"),
@@ -217,6 +224,15 @@ def validate_args(args: Args) -> list[str]:
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems
+
+
+def _cleanrl_exact_problems(args: Args) -> list[str]:
+    if args.cleanrl_exact and args.update_path != "reference":
+        return [
+            f"--cleanrl-exact draws as CleanRL's script on the reference path only: it needs "
+            f"--update-path reference, got --update-path {args.update_path}"
+        ]
+    return []
 
 
 # Characters W&B refuses in a project name.

@@ -23,6 +23,11 @@ from sacbench.sac.cpu_features import NATIVE_BF16_FLAGS
 from sacbench.sac.fused import fused_update_extension
 from sacbench.sac.learners import Learner, make_learner
 from sacbench.sac.mixed_precision import native_bf16_products
+from sacbench.training.cleanrl_exact import (
+    episode_return_after,
+    replay_buffer_class,
+    use_numpy1_control_cost,
+)
 from sacbench.training.envs import (
     Transition,
     check_env_id,
@@ -80,6 +85,8 @@ def train(args: Args) -> int:
     if args.capture_video:
         use_headless_rendering()  # before MuJoCo is imported
     env = make_env(args.env_id, seed=args.seed)  # refuses a non-Box task before any file is made
+    if args.cleanrl_exact:
+        use_numpy1_control_cost(env, args.env_id)
     if args.capture_video:
         check_rendering(args.env_id)  # a machine that cannot film fails before training
     device = resolve_device(args)
@@ -179,7 +186,7 @@ def build_learner_and_buffer(
         action_high=action_space.high,
         device=device,
     )
-    buffer = ReplayBuffer(
+    buffer = replay_buffer_class(cleanrl_exact=args.cleanrl_exact)(
         capacity=args.buffer_size,
         obs_dim=obs_dim,
         action_dim=action_space.shape[0],
@@ -312,7 +319,9 @@ def record_env_step(
     store_transition(
         session.buffer, observation=state.observation, action=action, transition=transition
     )
-    state.episode_return += transition.reward
+    state.episode_return = episode_return_after(
+        state.episode_return, transition.reward, cleanrl_exact=session.args.cleanrl_exact
+    )
     state.episode_length += 1
     state.observation = transition.continue_from
     if transition.episode_over:
