@@ -156,14 +156,13 @@ def test_a_batch_refuses_what_it_cannot_train_before_touching_any_run_dir(
     assert "--seed: a seed batch takes --seeds" in capsys.readouterr().err
     status = main_seed_batch(
         ["--seeds", "1", "1", "--run-dir", "runs/one", "--update-path", "reference",
-         "--eval-frequency", "100", "--capture-video", "--precision", "bf16", "--fused-update"]
+         "--eval-frequency", "100", "--capture-video", "--precision", "bf16"]
     )  # fmt: skip
     err = capsys.readouterr().err
     assert status == 2
     for problem in (
         "--update-path 'reference': a seed batch computes the fast path",
         "--precision 'bf16': a seed batch computes in float32",
-        "--fused-update True: a seed batch computes the autograd formulation",
         "--eval-frequency 100: a seed batch runs no evaluation",
         "--capture-video True: a seed batch films nothing",
         "--seeds 1 1: each seed at most once",

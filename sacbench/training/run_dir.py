@@ -126,9 +126,17 @@ class RunDir:
             raise RunDirError(f"{self.metadata_path} is unreadable: {error}") from error
 
     def begin_session(
-        self, *, args: Any, device: str, start_step: int, seed_batch: list[int] | None = None
+        self,
+        *,
+        args: Any,
+        device: str,
+        start_step: int,
+        seed_batch: list[int] | None = None,
+        update: dict[str, Any] | None = None,
     ) -> None:
-        """Record a session's start; `seed_batch`: the seeds it trains together with this one."""
+        """Record a session's start; `seed_batch`: the seeds it trains together with this one;
+        `update`: which update it runs (sacbench.sac.learners.update_record), in the session's
+        record and, as the latest session's, in the run's."""
         metadata = self._read_metadata() if self.metadata_path.exists() else {}
         from sacbench.sac.args import run_defining_args
 
@@ -147,6 +155,9 @@ class RunDir:
         }
         if seed_batch is not None:
             session["seed_batch"] = seed_batch
+        if update is not None:
+            session["update"] = update
+            metadata["update"] = update
         metadata.update(
             args=dict(vars(args)) | run_defining_args(args),
             sacbench=sacbench_version(),

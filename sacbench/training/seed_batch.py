@@ -64,8 +64,6 @@ ONLY: dict[str, tuple[object, str]] = {
     "precision": ("fp32", "a seed batch computes in float32; train --precision bf16 runs alone"),
     "compile": (False, "a seed batch is not compiled"),
     "cudagraphs": (False, "a seed batch is not captured in CUDA graphs"),
-    "fused_update": (False, "a seed batch computes the autograd formulation; train "
-                     "--fused-update runs alone"),
     "eval_frequency": (0, NO_EVALUATION),
     "eval_episodes": (0, NO_EVALUATION),
     "capture_video": (False, "a seed batch films nothing; film its runs' saved policies "
@@ -239,7 +237,9 @@ def _seed_session(
     env = make_env(run_args.env_id, seed=run_args.seed)
     checkpoint = run_dir.prepare(run_defining_args(run_args), overwrite=run_args.overwrite)
     seed_everything(run_args.seed, torch_deterministic=run_args.torch_deterministic)
-    learner, buffer = build_learner_and_buffer(run_args, env, device)
+    # The batch computes the autograd formulation (sacbench.sac.batched) whatever --fused-update
+    # says; each seed's own learner holds its state for checkpoints and the final policy.
+    learner, buffer = build_learner_and_buffer(run_args, env, device, gradients="handwritten")
     if checkpoint is None:
         state = fresh_state(env, seed=run_args.seed)
     else:
