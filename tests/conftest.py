@@ -10,6 +10,7 @@ others. A name that no longer matches a file stops the collection, so the list c
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -22,6 +23,19 @@ from torch.utils.cpp_extension import get_default_build_root
 # trainers of tests that give them another HOME (W&B's tests), Snakemake's jobs and Slurm's load
 # the one build that the first of them made (the others wait for it: sacbench.sac.fused).
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", get_default_build_root())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fused_update_built() -> None:
+    """The fused update built (or loaded) before any test starts a trainer, so that no trainer
+    spends a test's time limit (a step awaited for 120 s) compiling it. Two workers take turns;
+    where it cannot be built, trainers fall back to the eager update, as tests/test_fused.py
+    checks, and so does this."""
+    from sacbench.sac.fused import FusedUpdateUnavailable, fused_update_extension
+
+    with contextlib.suppress(FusedUpdateUnavailable):
+        fused_update_extension()
+
 
 HEAVIEST_FIRST = (
     "test_slurm.py",  # 458 s, one Slurm cluster for the file
