@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from sacbench.sac.fused import (
     compiler_flags,
     float32_products_library,
     float32_products_through,
+    ninja_on_path,
 )
 from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.learners import fast_gradients, make_learner
@@ -542,6 +544,21 @@ def test_without_a_compiler_the_trainer_warns_once_why_and_trains_the_eager_upda
     run = recorded_updates(run_dir)[-1]
     assert run["gradients"] == "handwritten" and needs in run["fused_update_unavailable"], run
     assert (run_dir / "complete.json").is_file()
+
+
+def test_the_build_runs_the_locks_ninja_without_the_venv_on_path(monkeypatch, tmp_path):
+    """A trainer started by its venv's python without the venv on PATH (under Snakemake, say)
+    still builds with the lock's ninja wheel: torch runs `ninja` from PATH."""
+    import ninja
+    from torch.utils.cpp_extension import is_ninja_available
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither the venv's folder nor the system's
+    assert shutil.which("ninja") is None and not is_ninja_available()
+    with ninja_on_path():
+        found = shutil.which("ninja")
+        assert is_ninja_available()
+    assert found is not None and Path(found).parent == Path(ninja.BIN_DIR)
+    assert os.environ["PATH"] == str(tmp_path)  # as it was
 
 
 def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, monkeypatch):
