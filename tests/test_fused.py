@@ -574,7 +574,7 @@ def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, m
     killed_build.mkdir(parents=True)
     (killed_build / TORCH_BATON).touch()
     run_dirs = [tmp_path / "first", tmp_path / "second"]
-    extra = ("--total-timesteps", "1100", "--eval-episodes", "0")
+    extra = ("--total-timesteps", "1150", "--eval-episodes", "0")
     trainers = [
         subprocess.Popen(
             train_command(run_dir, *SHORT_RUN, *extra),
@@ -582,7 +582,7 @@ def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, m
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for run_dir in run_dirs
     ]
     try:
