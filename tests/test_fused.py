@@ -51,7 +51,7 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def fused() -> FusedFormulation:
-    return FusedFormulation.build()  # compiles on first use: needs g++ and ninja, as CI installs
+    return FusedFormulation.build()  # compiles on first use: needs g++ and the lock's ninja
 
 
 # What oneDNN's matmul needs that this CPU lacks (None where it runs here).
