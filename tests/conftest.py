@@ -10,9 +10,32 @@ others. A name that no longer matches a file stops the collection, so the list c
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 import pytest
+from torch.utils.cpp_extension import get_default_build_root
+
+# The trainer's default update on a CPU compiles its C++ on first use (20-40 s) into a build
+# directory under $TORCH_EXTENSIONS_DIR, by default under ~/.cache. Fixed here, for the whole
+# session and every process it starts, to the folder a trainer picks anyway, so that the
+# trainers of tests that give them another HOME (W&B's tests), Snakemake's jobs and Slurm's load
+# the one build that the first of them made (the others wait for it: sacbench.sac.fused).
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", get_default_build_root())
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fused_update_built() -> None:
+    """The fused update built (or loaded) before any test starts a trainer, so that no trainer
+    spends a test's time limit (a step awaited for 120 s) compiling it. Two workers take turns;
+    where it cannot be built, trainers fall back to the eager update, as tests/test_fused.py
+    checks, and so does this."""
+    from sacbench.sac.fused import FusedUpdateUnavailable, fused_update_extension
+
+    with contextlib.suppress(FusedUpdateUnavailable):
+        fused_update_extension()
+
 
 HEAVIEST_FIRST = (
     "test_slurm.py",  # 458 s, one Slurm cluster for the file

@@ -34,6 +34,12 @@ START_WALL_TIME = 1_700_000_000.0
 # from the update path so that "reference" means one thing. Other variant names (the tests' `a`,
 # `b`, ...) record the trainer's default path.
 UPDATE_PATHS = {"fast": "fast", "baseline": "reference"}
+# What each session of a run records it ran (sacbench.sac.learners.update_record), by update path.
+UPDATE_RECORDS: dict[str, dict[str, object]] = {
+    "fast": {"path": "fast", "gradients": "fused", "float32_products_library": "aten",
+             "bf16_products": False},
+    "reference": {"path": "reference", "float32_products_library": "aten", "bf16_products": False},
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -184,6 +190,7 @@ class SyntheticRun:
                 "start_step": start,
                 "end_step": end,
                 "exit_status": "completed" if end == self.total_timesteps else "signal SIGTERM",
+                "update": UPDATE_RECORDS[UPDATE_PATHS.get(variant, "fast")],
             }
             for index, (start, end) in enumerate(zip(boundaries, boundaries[1:], strict=False))
         ]

@@ -86,16 +86,17 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
 
 def test_train_sps_builds_the_fused_update_before_any_trainer_starts(monkeypatch):
     """A trainer compiling the C++ for a minute while its pair trains would leave the two no
-    shared window; with --fused-update among the fast path's flags, the benchmark loads (or
-    builds) it first, through the real build function."""
+    shared window; where the fast path runs the fused update (its default on a CPU), the
+    benchmark loads (or builds) it first, through the real build function."""
     from sacbench.sac import fused
 
     loads = []
     real = fused.fused_update_extension
     monkeypatch.setattr(fused, "fused_update_extension", lambda: loads.append(1) or real())
-    assert train_sps.build_fused_update_first(["--buffer-size", "1000"]) is None
+    assert train_sps.build_fused_update_first(["--no-fused-update"]) is None
+    assert train_sps.build_fused_update_first(["--compile"]) is None
     assert loads == []
-    seconds = train_sps.build_fused_update_first(["--fused-update"])
+    seconds = train_sps.build_fused_update_first(["--buffer-size", "1000"])
     assert seconds is not None and seconds >= 0 and loads == [1]
 
 
@@ -177,12 +178,13 @@ def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_
 
 def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_tasks(capsys):
     assert learning_sanity.PATH_FLAGS["fast-bf16"] == (
-        "--update-path", "fast", "--precision", "bf16"
+        "--update-path", "fast", "--no-fused-update", "--precision", "bf16"
     )  # fmt: skip
     # Every path's flags are ones the trainer parses and accepts together.
     for path, flags in learning_sanity.PATH_FLAGS.items():
         args = tyro.cli(Args, args=list(flags))
         assert not validate_args(args), path
+    assert not tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast"])).fused_update
     assert tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast-fused"])).fused_update
     both = tyro.cli(Args, args=list(learning_sanity.PATH_FLAGS["fast-fused-bf16"]))
     assert both.fused_update and both.precision == "bf16"

@@ -1,7 +1,9 @@
-"""--fused-update: the hand-written update computed by sacbench/sac/fused_update.cpp, compiled here.
+"""The fused update (the fast path's default on a CPU): the hand-written update computed by
+sacbench/sac/fused_update.cpp, compiled here.
 
 Whole one-call updates against the hand-written path on the same state and draws (against the
-reference path: tests/test_sac.py), its refusals, and the real trainer with the flag.
+reference path: tests/test_sac.py), its refusals, the build (two trainers at once, a killed
+build's leftovers, no compiler) and the real trainer by default.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -27,21 +30,27 @@ from sacbench.sac.fused import (
     FLOAT32_PRODUCTS_LIBRARIES,
     FLOAT32_PRODUCTS_VARIABLE,
     SOURCE,
+    TORCH_BATON,
     FusedFormulation,
+    build_directory,
     build_name,
+    compiler_flags,
     float32_products_library,
     float32_products_through,
+    ninja_on_path,
 )
 from sacbench.sac.handwritten import HandwrittenFormulation
+from sacbench.sac.learners import fast_gradients, make_learner
 from sacbench.sac.mixed_precision import native_bf16_products
-from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer
+from sacbench.sac.reference_learner import ReferenceLearner
+from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer, train_command
 
 CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
 def fused() -> FusedFormulation:
-    return FusedFormulation.build()  # compiles on first use: needs g++ and ninja, as CI installs
+    return FusedFormulation.build()  # compiles on first use: needs g++ and the lock's ninja
 
 
 # What oneDNN's matmul needs that this CPU lacks (None where it runs here).
@@ -268,17 +277,31 @@ def test_with_bf16_products_one_call_updates_as_the_eager_path(fused):
     assert max(differences(states["one call"], states["fp32"])) >= ROUNDING_SHOWS
 
 
-def test_the_trainers_args_choose_bf16_products_for_the_fused_update(fused):
+def trainers_learner(args: Args) -> object:
+    """The learner the trainer builds for `args` (make_learner), on the CPU."""
+    bounds = np.ones(3, dtype=np.float32)
+    return make_learner(args=args, obs_dim=11, action_low=-bounds, action_high=bounds, device=CPU)
+
+
+def test_the_trainers_default_args_choose_the_fused_update_with_bf16_products_by_precision(fused):
     for precision, rounded in (("bf16", True), ("fp32", False)):
-        learner = FastLearner(
-            obs_dim=11,
-            action_low=-np.ones(3, dtype=np.float32),
-            action_high=np.ones(3, dtype=np.float32),
-            args=Args(fused_update=True, precision=precision),
-            device=CPU,
-        )
+        learner = trainers_learner(Args(precision=precision))
         assert isinstance(learner.formulation, FusedFormulation)
         assert learner.formulation.bf16_products is rounded
+
+
+def test_what_the_fast_path_runs_where_the_fused_update_does_not_apply(fused):
+    assert fast_gradients(Args(), CPU) == "fused"
+    assert fast_gradients(Args(fused_update=False), CPU) == "handwritten"
+    assert fast_gradients(Args(compile=True), CPU) == "autograd"
+    # A GPU runs the autograd formulation with --compile, else the eager hand-written one.
+    assert fast_gradients(Args(), torch.device("cuda")) == "handwritten"
+    learner = trainers_learner(Args(fused_update=False))
+    assert isinstance(learner.formulation, HandwrittenFormulation)
+    # The default --fused-update applies to the fast path only: the reference path is refused
+    # nothing and stays CleanRL's computation.
+    assert not validate_args(Args(update_path="reference"))
+    assert isinstance(trainers_learner(Args(update_path="reference")), ReferenceLearner)
 
 
 @pytest.mark.parametrize(("obs_dim", "action_dim", "rows"), [(11, 3, 1), (376, 17, 1), (11, 3, 5)])
@@ -371,69 +394,135 @@ def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
     assert build_name(other_checkout, flags) != before_edit
 
 
-def test_fused_update_refuses_what_it_does_not_compute():
-    problems = validate_args(Args(fused_update=True, update_path="reference", compile=True))
-    message = "\n".join(problems)
-    assert "--fused-update computes the fast path's hand-written update" in message
-    assert "--update-path reference, --compile" in message
-    assert not validate_args(Args(fused_update=True))
-    assert not validate_args(Args(fused_update=True, precision="bf16"))
+def recorded_updates(run_dir: Path) -> list[dict]:
+    """Each session's record of the update it ran, then the run's own (the latest session's)."""
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    return [session["update"] for session in metadata["sessions"]] + [metadata["update"]]
 
 
-def test_fused_update_trains_a_real_run_and_is_a_session_setting(tmp_path, fused):
-    """A real run with --fused-update; asked again without the flag, it is the same finished run
-    (the flag changes how the update is computed, not what), so nothing is trained again."""
+def test_the_fused_update_trains_a_real_run_by_default_and_is_a_session_setting(tmp_path, fused):
+    """A real run with the default update: the fused one, recorded with its products' library.
+    Asked again with --no-fused-update, it is the same finished run (the flag changes how the
+    update is computed, not what), so nothing is trained again."""
     run_dir = tmp_path / "run"
-    run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--fused-update",
-                "--eval-episodes", "0")  # fmt: skip
-    sessions = json.loads((run_dir / "metadata.json").read_text())["sessions"]
+    run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0")
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    sessions = metadata["sessions"]
     assert [(s["session_args"]["fused_update"], s["exit_status"]) for s in sessions] == [
         (True, "completed")
     ]
+    library = float32_products_library()
+    fused_record = {"path": "fast", "gradients": "fused", "float32_products_library": library,
+                    "bf16_products": False}  # fmt: skip
+    assert recorded_updates(run_dir) == [fused_record, fused_record]
     losses = dict(read_scalars(run_dir)["losses/qf_loss"])
     assert min(losses) <= 1100 and all(np.isfinite(value) for value in losses.values()), losses
-    again = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0")
+    again = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0",
+                        "--no-fused-update")  # fmt: skip
     assert "holds a run that finished all 1200 steps" in again.stdout, again.stdout
     assert len(json.loads((run_dir / "metadata.json").read_text())["sessions"]) == 1
 
 
 def test_fused_update_with_bf16_products_trains_a_real_run(tmp_path, fused):
-    """--fused-update --precision bf16 through the trainer: 150 updates whose products over the
+    """--precision bf16 through the trainer's default update: 150 updates whose products over the
     batch of 64 round (MIN_ROUNDED_SIDE), recorded as a bf16 run; the trainer warns where the CPU
     has no bfloat16 units, as it does for the eager bf16 path."""
     run_dir = tmp_path / "run"
-    trained = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1150", "--fused-update",
+    trained = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1150",
                           "--precision", "bf16", "--eval-episodes", "0")  # fmt: skip
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert (metadata["args"]["precision"], metadata["args"]["batch_size"]) == ("bf16", 64)
     assert [
         (s["session_args"]["fused_update"], s["exit_status"]) for s in metadata["sessions"]
     ] == [(True, "completed")]
+    assert metadata["update"]["gradients"] == "fused" and metadata["update"]["bf16_products"]
     losses = dict(read_scalars(run_dir)["losses/qf_loss"])
     assert list(losses) == [1100] and np.isfinite(losses[1100]), losses
     warned = "no bfloat16 matrix units" in trained.stderr
     assert warned == (not native_bf16_products(CPU)), trained.stderr
 
 
-def train_with_fused_update(
-    run_dir: Path, environment: dict[str, str]
+def train_by_default(
+    run_dir: Path, environment: dict[str, str], *extra: str
 ) -> subprocess.CompletedProcess[str]:
-    """A short `python -m sacbench.train --fused-update` run in its own process."""
+    """A short `python -m sacbench.train` run with the default update, in its own process."""
     command = [sys.executable, "-m", "sacbench.train", "--run-dir", str(run_dir), *SHORT_RUN]
-    return subprocess.run(
-        [*command, "--fused-update"], capture_output=True, text=True, env=environment
-    )
+    return subprocess.run([*command, *extra], capture_output=True, text=True, env=environment)
 
 
-def test_without_a_compiler_the_trainer_says_what_to_install_and_touches_nothing(tmp_path):
-    venv_bin = str(Path(sys.executable).parent)  # python, but no g++ and no ninja
+FALLBACK_WARNING = "training with the eager hand-written update instead"
+
+
+def test_without_a_compiler_the_trainer_warns_once_why_and_trains_the_eager_update(tmp_path):
+    """No C++ compiler on PATH (the venv's folder only, which holds python and the lock's ninja):
+    one warning naming what to install, then the eager hand-written update trains the run, and
+    metadata.json records it and why."""
+    venv_bin = str(Path(sys.executable).parent)
     environment = {**os.environ, "PATH": venv_bin}
     run_dir = tmp_path / "run"
-    completed = train_with_fused_update(run_dir, environment)
-    assert completed.returncode != 0
-    assert "--fused-update compiles fused_update.cpp on first use and needs" in completed.stderr
-    assert "a C++ compiler (c++ or g++) and ninja" in completed.stderr, completed.stderr
-    assert not run_dir.exists()
+    completed = train_by_default(run_dir, environment, "--total-timesteps", "1100",
+                                 "--eval-episodes", "0")  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count(FALLBACK_WARNING) == 1, completed.stderr
+    needs = "fused_update.cpp on first use and needs a C++ compiler (c++ or g++) on PATH"
+    assert needs in completed.stderr, completed.stderr
+    assert "ninja" not in completed.stderr.split(needs)[1].split("\n")[0]  # the venv's is found
+    run = recorded_updates(run_dir)[-1]
+    assert run["gradients"] == "handwritten" and needs in run["fused_update_unavailable"], run
+    assert (run_dir / "complete.json").is_file()
+
+
+def test_the_build_runs_the_locks_ninja_without_the_venv_on_path(monkeypatch, tmp_path):
+    """A trainer started by its venv's python without the venv on PATH (under Snakemake, say)
+    still builds with the lock's ninja wheel: torch runs `ninja` from PATH."""
+    import ninja
+    from torch.utils.cpp_extension import is_ninja_available
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # neither the venv's folder nor the system's
+    assert shutil.which("ninja") is None and not is_ninja_available()
+    with ninja_on_path():
+        found = shutil.which("ninja")
+        assert is_ninja_available()
+    assert found is not None and Path(found).parent == Path(ninja.BIN_DIR)
+    assert os.environ["PATH"] == str(tmp_path)  # as it was
+
+
+def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, monkeypatch):
+    """Two trainers started together on an empty $TORCH_EXTENSIONS_DIR: one builds while the
+    other waits, then both train the fused update. The build directory also holds the baton of a
+    build that was killed (torch's lock file, which torch alone would wait on forever): it must
+    stop neither."""
+    extensions = tmp_path / "torch_extensions"
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(extensions))
+    environment = dict(os.environ)
+    killed_build = build_directory(build_name(SOURCE, compiler_flags()))
+    assert killed_build.parent == extensions
+    killed_build.mkdir(parents=True)
+    (killed_build / TORCH_BATON).touch()
+    run_dirs = [tmp_path / "first", tmp_path / "second"]
+    extra = ("--total-timesteps", "1150", "--eval-episodes", "0")
+    trainers = [
+        subprocess.Popen(
+            train_command(run_dir, *SHORT_RUN, *extra),
+            env=environment,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for run_dir in run_dirs
+    ]
+    try:
+        outputs = [trainer.communicate(timeout=900) for trainer in trainers]
+    finally:
+        for trainer in trainers:
+            trainer.kill()
+    for trainer, (_, stderr) in zip(trainers, outputs, strict=True):
+        assert trainer.returncode == 0, stderr
+        assert FALLBACK_WARNING not in stderr, stderr
+    for run_dir in run_dirs:
+        assert recorded_updates(run_dir)[-1]["gradients"] == "fused"
+        assert dict(read_scalars(run_dir)["losses/qf_loss"]).keys() == {1100}
+    assert not (killed_build / TORCH_BATON).exists()
 
 
 def onednn_matmuls_in_one_update(fused: FusedFormulation, capfd) -> int:
@@ -473,7 +562,7 @@ def test_onednn_products_on_a_cpu_that_cannot_run_them_stop_the_trainer_before_i
 ):
     run_dir = tmp_path / "run"
     environment = {**os.environ, FLOAT32_PRODUCTS_VARIABLE: "onednn"}
-    completed = train_with_fused_update(run_dir, environment)
+    completed = train_by_default(run_dir, environment)
     assert completed.returncode != 0
     assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'onednn'" in completed.stderr, completed.stderr
     assert f"lack {ONEDNN_MISSING}" in completed.stderr, completed.stderr
@@ -483,7 +572,7 @@ def test_onednn_products_on_a_cpu_that_cannot_run_them_stop_the_trainer_before_i
 
 def test_an_unknown_float32_products_library_stops_the_trainer_before_its_run_dir(tmp_path):
     run_dir = tmp_path / "run"
-    completed = train_with_fused_update(run_dir, {**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"})
+    completed = train_by_default(run_dir, {**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"})
     assert completed.returncode != 0
     assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'mkl'; it must be one of aten, onednn" in (
         completed.stderr

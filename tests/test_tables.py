@@ -35,6 +35,7 @@ from sacbench.results.metrics import (
     steady_windows,
     wall_clock_minutes,
 )
+from sacbench.results.provenance_table import _update_of
 from sacbench.results.render import (
     MINUTES,
     SECONDS,
@@ -43,7 +44,7 @@ from sacbench.results.render import (
     duration_unit,
 )
 from sacbench.results.returns import returns_table
-from sacbench.results.runs import ResultsInputError, Run, RunSet, Selection, load_runs
+from sacbench.results.runs import ResultsInputError, Run, RunKey, RunSet, Selection, load_runs
 from sacbench.results.runtimes import runtimes_table
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
@@ -652,3 +653,22 @@ def test_one_seed_shows_values_without_std_or_interval(golden_root: Path) -> Non
     assert np.isnan(csv.loc["fast", ["return_std", "ci95_low", "ci95_high"]].to_numpy(float)).all()
     # The provenance comes after the results, last.
     assert returns.markdown.index("## Provenance") > returns.markdown.index("**Notes**")
+
+
+def test_the_update_row_names_each_sessions_update_once_in_order() -> None:
+    """A run resumed on a node that could not build the fused update, and back: each update once,
+    in the order its sessions ran, the fallback said; a run without records says nothing."""
+    fused = {"path": "fast", "gradients": "fused", "float32_products_library": "onednn",
+             "bf16_products": True}  # fmt: skip
+    eager = {"path": "fast", "gradients": "handwritten", "float32_products_library": "aten",
+             "bf16_products": False, "fused_update_unavailable": "no C++ compiler"}  # fmt: skip
+    sessions = [{"update": fused}, {"update": eager}, {"update": fused}]
+
+    def run(summary: dict) -> Run:
+        return Run(RunKey("fast", "Hopper-v4", 1), Path("run.csv"), pd.DataFrame(), summary)
+
+    assert _update_of(run({"sessions": sessions})) == (
+        "fast, fused C++ (bf16 products, float32 products: onednn) then fast, eager hand-written "
+        "(float32 products: aten; the fused update did not build)"
+    )
+    assert _update_of(run({"sessions": [{"exit_status": "completed"}]})) is None

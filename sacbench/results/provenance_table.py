@@ -62,6 +62,50 @@ def _program_text(runset: RunSet) -> str:
     )
 
 
+FORMULATION_NAMES = {
+    "fused": "fused C++",
+    "handwritten": "eager hand-written",
+    "autograd": "autograd",
+}
+
+
+def _one_update_text(record: dict[str, Any]) -> str:
+    """A session's `update` record (sacbench.sac.learners.update_record) in words."""
+    gradients = record.get("gradients")
+    name = FORMULATION_NAMES.get(str(gradients), str(gradients))
+    ran = f"fast, {name}" if record.get("path") == "fast" else str(record.get("path"))
+    products = f"float32 products: {record.get('float32_products_library')}"
+    if record.get("bf16_products"):
+        products = f"bf16 products, {products}"
+    unbuilt = "; the fused update did not build" if record.get("fused_update_unavailable") else ""
+    return f"{ran} ({products}{unbuilt})"
+
+
+def _update_of(run: Run) -> str | None:
+    """The updates a run's sessions ran, in order, each once; None where none is recorded (runs
+    of external commands, and of sacbench before it recorded them)."""
+    sessions = run.summary_value("sessions")
+    records = [
+        session["update"]
+        for session in (sessions if isinstance(sessions, list) else [])
+        if isinstance(session, dict) and isinstance(session.get("update"), dict)
+    ]
+    texts = list(dict.fromkeys(_one_update_text(record) for record in records))
+    return " then ".join(texts) if texts else None
+
+
+def _update_text(runset: RunSet) -> str:
+    """Which update each variant's runs ran, with its products' library."""
+    updates: dict[str, set[str]] = {}
+    for key, run in runset.runs.items():
+        updates.setdefault(key.variant, set()).add(_update_of(run) or "not recorded")
+    return "; ".join(
+        f"`{variant}`: {' / '.join(sorted(updates[variant]))}"
+        for variant in runset.selection.variants
+        if variant in updates
+    )
+
+
 PROVENANCE: tuple[tuple[str, Callable[[Run], Any]], ...] = (
     ("sacbench", _sacbench_text),
     ("steps per run (total_timesteps)", lambda run: run.summary_value("args", "total_timesteps")),
@@ -116,6 +160,7 @@ def provenance_section(runset: RunSet) -> list[str]:
     """The "## Provenance" section that closes every table, after its results and notes."""
     runs = [runset.runs[key] for key in sorted(runset.runs)]
     rows = [[name, _value_text(runs, getter) if runs else "no runs"] for name, getter in PROVENANCE]
+    rows.insert(1, ["update (products)", _update_text(runset) if runs else "no runs"])
     if any(_command_words(run) is not None for run in runs):
         # Only where a variant ran an external command, so other tables keep their rows.
         rows.insert(1, ["program", _program_text(runset)])

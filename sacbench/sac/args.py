@@ -81,10 +81,12 @@ class Args:
     """compile the fast path's autograd formulation with torch.compile (for GPUs)"""
     cudagraphs: bool = False
     """capture the fast update in CUDA graphs (cuda only; needs --compile)"""
-    fused_update: bool = False
-    """compute the fast path's hand-written update in C++ with its elementwise work fused (CPU
-    only; compiled for this CPU on first use, which needs a C++ compiler and ninja); the same
-    mathematics up to summation order, its products in bfloat16 with --precision bf16"""
+    fused_update: bool = True
+    """on a CPU, the fast path (without --compile) computes its hand-written update in C++ with
+    its elementwise work fused: compiled for this CPU on first use, which needs a C++ compiler;
+    where it cannot be built, the eager hand-written update runs, with a warning that says why.
+    The same mathematics up to summation order, its products in bfloat16 with --precision bf16.
+    --no-fused-update: the eager hand-written update"""
     overwrite: bool = False
     """move a run dir holding different run-defining args aside (never deleted) and train afresh;
     a finished run with the same args is never trained again"""
@@ -209,18 +211,6 @@ def validate_args(args: Args) -> list[str]:
             "(the reference path is CleanRL's float32 computation)"
         )
     problems.extend(_cleanrl_exact_problems(args))
-    if args.fused_update:
-        settings = (
-            ("--update-path reference", args.update_path == "reference"),
-            ("--compile", args.compile),
-            ("--cudagraphs", args.cudagraphs),
-        )
-        clashes = [flag for flag, on in settings if on]
-        if clashes:
-            problems.append(
-                f"--fused-update computes the fast path's hand-written update: not with "
-                f"{', '.join(clashes)}"
-            )
     if args.capture_video and args.eval_episodes == 0:
         problems.append("--capture-video records evaluation episodes: it needs --eval-episodes > 0")
     return problems

@@ -67,9 +67,7 @@ def formulation_for(
         return HandwrittenFormulation(torch.bfloat16 if bf16 else None)
     if gradients == "fused":
         if device.type != "cpu":
-            raise ValueError(
-                f"the fused update (--fused-update) runs on the CPU, not {device.type}"
-            )
+            raise ValueError(f"the fused update runs on the CPU, not {device.type}")
         # The long products in bfloat16 with --precision bf16, as the handwritten formulation's.
         return FusedFormulation.build(bf16_products=bf16)
     autograd = AutogradFormulation(compile=args.compile, cudagraphs=args.cudagraphs, device=device)
@@ -80,12 +78,12 @@ class FastLearner:
     """The fast path's networks and optimizers, and one step's updates on them.
 
     `gradients` picks how the update's gradients are computed, over the same state:
-    "handwritten" (sacbench.sac.handwritten, the default in eager mode: no autograd graph, and
+    "handwritten" (sacbench.sac.handwritten, the default here: no autograd graph, and
     the actor loss backpropagated through each sample's smaller critic only), "autograd"
     (the loss functions of sacbench.sac.autograd through torch.autograd.grad; what --compile
     compiles, since the handwritten form gathers rows by data-dependent counts) or "fused"
-    (--fused-update: the hand-written update in C++, its elementwise work fused;
-    sacbench.sac.fused). With
+    (the hand-written update in C++, its elementwise work fused; sacbench.sac.fused; what the
+    trainer runs on a CPU where it builds: sacbench.sac.learners.fast_gradients). With
     `args.precision == "bf16"` either runs its products in bfloat16 and keeps everything the
     optimizers hold in float32 (sacbench.sac.mixed_precision).
     """
@@ -100,10 +98,8 @@ class FastLearner:
         device: torch.device,
         gradients: Gradients | None = None,
     ) -> None:
-        if gradients is None:
-            gradients = (
-                "autograd" if args.compile else "fused" if args.fused_update else "handwritten"
-            )
+        if gradients is None:  # the trainer's choice is sacbench.sac.learners.fast_gradients
+            gradients = "autograd" if args.compile else "handwritten"
         if gradients not in get_args(Gradients):
             raise ValueError(f"gradients must be one of {get_args(Gradients)}, got {gradients!r}")
         self.gradients: Gradients = gradients

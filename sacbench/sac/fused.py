@@ -15,20 +15,24 @@ their operands to bfloat16 where HandwrittenFormulation(torch.bfloat16) rounds t
 (sacbench.sac.products), and nothing else.
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
-a C++ compiler and ninja; 20-40 seconds), and kept under $TORCH_EXTENSIONS_DIR (by default
-~/.cache/torch_extensions), one build per CPU kind, checkout and version of the source, until torch
-changes.
+a C++ compiler, and ninja: the lock's PyPI wheel; 20-40 seconds), and kept under
+$TORCH_EXTENSIONS_DIR (by default ~/.cache/torch_extensions), one build per CPU kind, checkout,
+version of the source, Python and torch. Processes that build it at once take turns (a file lock
+around the build, `exclusive_build`), and a build killed halfway leaves nothing that stops the
+next one.
 CPU tensors only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import os
 import platform
 import shutil
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,11 +51,80 @@ class FusedUpdateUnavailable(RuntimeError):
     """The C++ update cannot be built here (no C++ compiler or ninja, or the build failed)."""
 
 
+def ninja_directory() -> str | None:
+    """The folder of the ninja that builds the C++: the lock's `ninja` wheel's (its BIN_DIR: the
+    interpreter's own scripts folder, found even when a trainer runs without its venv on PATH,
+    as under Snakemake), else the first on PATH; None where there is neither."""
+    try:
+        import ninja  # the PyPI wheel of requirements.lock
+    except ImportError:
+        ninja = None
+    if ninja is not None and Path(ninja.BIN_DIR, "ninja").is_file():
+        return str(ninja.BIN_DIR)
+    found = shutil.which("ninja")
+    return None if found is None else str(Path(found).parent)
+
+
 def missing_build_tools() -> list[str]:
-    """The build tools torch.utils.cpp_extension needs that are not on PATH."""
+    """What torch.utils.cpp_extension needs to build the C++ that this machine lacks."""
     compiler = shutil.which("c++") or shutil.which("g++")
-    return [name for name, found in (("a C++ compiler (c++ or g++)", compiler),
-                                     ("ninja", shutil.which("ninja"))) if not found]  # fmt: skip
+    missing = []
+    if not compiler:
+        missing.append("a C++ compiler (c++ or g++) on PATH (Debian: apt-get install g++)")
+    if ninja_directory() is None:
+        missing.append(f"ninja (pip install -r requirements.lock installs it into {sys.prefix})")
+    return missing
+
+
+def build_directory(name: str) -> Path:
+    """Where the build called `name` is kept: $TORCH_EXTENSIONS_DIR/name, or torch's default root
+    (~/.cache/torch_extensions)/name. Chosen here, not by torch, so that exclusive_build can lock
+    it; Python's and torch's versions are in the name instead of torch's own folder for them."""
+    from torch.utils.cpp_extension import get_default_build_root
+
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
+    return Path(root) / name
+
+
+# What torch.utils.cpp_extension.load creates in a build directory while it builds there (its
+# FileBaton), and removes when done, whether the build worked or not.
+TORCH_BATON = "lock"
+
+
+@contextlib.contextmanager
+def exclusive_build(directory: Path) -> Iterator[None]:
+    """One process at a time builds or loads in `directory`; the others wait their turn, then
+    load what the first built. torch's own baton (TORCH_BATON) already keeps two builds apart,
+    but a build killed before it removes that file leaves every later load waiting forever. This
+    lock is the kernel's (flock), released when its holder dies however it dies, so while it is
+    held no other process of this module is building here, and a baton found then is a killed
+    build's: it is removed, and the build goes on (ninja rebuilds whatever that build left half
+    done)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "sacbench-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            (directory / TORCH_BATON).unlink(missing_ok=True)
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def ninja_on_path() -> Iterator[None]:
+    """PATH with ninja_directory() first, for the block: torch.utils.cpp_extension runs `ninja`
+    from PATH, which may not hold the interpreter's scripts folder (a trainer started by its
+    venv's python without the venv activated)."""
+    directory, before = ninja_directory(), os.environ.get("PATH")
+    if directory is not None:
+        os.environ["PATH"] = os.pathsep.join(filter(None, [directory, before]))
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PATH", None)
+        else:
+            os.environ["PATH"] = before
 
 
 def cpu_signature() -> str:
@@ -82,11 +155,14 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
 
 
 def build_name(source: Path, flags: list[str], *, section_times: bool = False) -> str:
-    """The build's name: the CPU kind, and a digest of the source's path and text and the flags.
-    torch keeps one build per name and rebuilds it whenever the source or its path changes, so
-    two checkouts on one machine (a worktree beside the main checkout, a CI clone) would
-    otherwise rebuild each other's, for 20-40 seconds each time, even at the same version."""
+    """The build's name: the CPU kind, and a digest of the source's path and text, the flags and
+    the Python and torch it is built for. torch keeps one build per name and rebuilds it whenever
+    the source or its path changes, so two checkouts on one machine (a worktree beside the main
+    checkout, a CI clone) would otherwise rebuild each other's, for 20-40 seconds each time,
+    even at the same version; and a build for another Python or torch does not load."""
+    built_for = f"{sys.version_info[:2]} {torch.__version__}".encode()
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
+    built_from += b"\0" + built_for
     digest = hashlib.sha256(built_from).hexdigest()[:8]
     kind = "_sections" if section_times else ""
     return f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}"
@@ -142,23 +218,24 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
     `section_times`, a separate build that also times each of its sections in place
     (benchmarks/fused_sections.py reads them)."""
+    library = float32_products_library()  # a refused $SACBENCH_FLOAT32_PRODUCTS stops here
     missing = missing_build_tools()
     if missing:
         raise FusedUpdateUnavailable(
-            f"--fused-update compiles {SOURCE.name} on first use and needs {' and '.join(missing)}"
-            " on PATH (Debian: apt-get install g++; ninja: pip install ninja)"
+            f"the fused update compiles {SOURCE.name} on first use and needs "
+            f"{' and '.join(missing)}"
         )
     from torch.utils.cpp_extension import load
 
-    library = float32_products_library()
     flags = compiler_flags(section_times=section_times)
+    name = build_name(SOURCE, flags, section_times=section_times)
+    directory = build_directory(name)
     try:
-        extension = load(
-            build_name(SOURCE, flags, section_times=section_times),
-            sources=[str(SOURCE)],
-            extra_cflags=flags,
-        )
-    except (RuntimeError, OSError) as error:
+        with ninja_on_path(), exclusive_build(directory):
+            extension = load(
+                name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(directory)
+            )
+    except (RuntimeError, OSError, ImportError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
     extension.set_float32_products(library)
     return extension

@@ -20,8 +20,9 @@ import torch
 from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
 from sacbench.sac.args import Args, run_defining_args, validate_args, with_run_dir
 from sacbench.sac.cpu_features import NATIVE_BF16_FLAGS
-from sacbench.sac.fused import fused_update_extension
-from sacbench.sac.learners import Learner, make_learner
+from sacbench.sac.fast_learner import Gradients
+from sacbench.sac.fused import FusedUpdateUnavailable
+from sacbench.sac.learners import Learner, fast_gradients, make_learner, update_record
 from sacbench.sac.mixed_precision import native_bf16_products
 from sacbench.training.cleanrl_exact import (
     episode_return_after,
@@ -67,12 +68,22 @@ def resolve_device(args: Args) -> torch.device:
     return torch.device("cuda" if use_cuda else "cpu")
 
 
-def check_fused_update(device: torch.device) -> None:
-    """--fused-update's C++, built now (once per machine and source; 20-40 seconds) so that a
-    machine that cannot build it fails before the run dir is touched."""
-    if device.type != "cpu":
-        raise ValueError(f"--fused-update runs on the CPU; this run's device is {device.type}")
-    fused_update_extension()
+def chosen_gradients(args: Args, device: torch.device) -> tuple[Gradients | None, str | None]:
+    """The fast path's formulation (None on the reference path), and why the fused update is not
+    it where it could not be built (else None). Chosen before the run dir is touched: the fused
+    update's C++ is built now (20-40 seconds, once per build directory); where it cannot be, the
+    eager hand-written update trains instead, after one warning that says why."""
+    if args.update_path == "reference":
+        return None, None
+    try:
+        return fast_gradients(args, device), None
+    except FusedUpdateUnavailable as error:
+        warnings.warn(
+            f"{error}; training with the eager hand-written update instead (the same "
+            "mathematics, slower; --no-fused-update chooses it without trying the build)",
+            stacklevel=3,
+        )
+        return "handwritten", str(error)
 
 
 def train(args: Args) -> int:
@@ -98,15 +109,14 @@ def train(args: Args) -> int:
             "slower than with --precision fp32",
             stacklevel=2,
         )
-    if args.fused_update:
-        check_fused_update(device)
+    gradients, fused_unavailable = chosen_gradients(args, device)
     checkpoint = run_dir.prepare(run_defining_args(args), overwrite=args.overwrite)
     # Before the event log's SummaryWriter exists, which W&B must see created (--track only).
     tracker = start_tracking(args=args, run_dir=run_dir.path, device=str(device))
 
     torch.set_num_threads(args.threads)
     seed_everything(args.seed, torch_deterministic=args.torch_deterministic)
-    learner, buffer = build_learner_and_buffer(args, env, device)
+    learner, buffer = build_learner_and_buffer(args, env, device, gradients=gradients)
     if checkpoint is None:
         state = fresh_state(env, seed=args.seed)
     else:
@@ -114,7 +124,10 @@ def train(args: Args) -> int:
             checkpoint, seed=args.seed, env=env, learner=learner, buffer=buffer, run_dir=run_dir
         )
     progress = run_progress(run_dir, args, state, checkpoint)
-    run_dir.begin_session(args=args, device=str(device), start_step=state.step)
+    update = update_record(learner)
+    if fused_unavailable is not None:
+        update["fused_update_unavailable"] = fused_unavailable
+    run_dir.begin_session(args=args, device=str(device), start_step=state.step, update=update)
     session = Session(args, run_dir, env, learner, buffer, device, progress, state)
     try:
         exit_code, exit_status, end_step, elapsed_total = _training_session(session)
@@ -174,8 +187,10 @@ def finished_run(run_dir: RunDir, args: Args) -> bool:
 
 
 def build_learner_and_buffer(
-    args: Args, env: gym.Env, device: torch.device
+    args: Args, env: gym.Env, device: torch.device, *, gradients: Gradients | None = None
 ) -> tuple[Learner, ReplayBuffer]:
+    """The learner (the fast path's formulation `gradients`, by default fast_gradients' choice)
+    and an empty replay buffer for `env`."""
     obs_dim = int(np.prod(env.observation_space.shape))
     action_space = env.action_space
     assert isinstance(action_space, gym.spaces.Box)
@@ -185,6 +200,7 @@ def build_learner_and_buffer(
         action_low=action_space.low,
         action_high=action_space.high,
         device=device,
+        gradients=gradients,
     )
     buffer = replay_buffer_class(cleanrl_exact=args.cleanrl_exact)(
         capacity=args.buffer_size,

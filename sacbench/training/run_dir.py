@@ -125,8 +125,12 @@ class RunDir:
         except (OSError, json.JSONDecodeError) as error:
             raise RunDirError(f"{self.metadata_path} is unreadable: {error}") from error
 
-    def begin_session(self, *, args: Any, device: str, start_step: int) -> None:
-        """Record a session's start."""
+    def begin_session(
+        self, *, args: Any, device: str, start_step: int, update: dict[str, Any] | None = None
+    ) -> None:
+        """Record a session's start; `update`: which update it runs
+        (sacbench.sac.learners.update_record), in the session's record and, as the latest
+        session's, in the run's."""
         metadata = self._read_metadata() if self.metadata_path.exists() else {}
         from sacbench.sac.args import run_defining_args
 
@@ -143,6 +147,9 @@ class RunDir:
             },
             "host": host_facts(device=device, torch_threads=torch.get_num_threads()),
         }
+        if update is not None:
+            session["update"] = update
+            metadata["update"] = update
         metadata.update(
             args=dict(vars(args)) | run_defining_args(args),
             sacbench=sacbench_version(),
