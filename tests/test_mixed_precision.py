@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from benchmarks import profile_step
+from benchmarks.common import random_batch as batch_of_sizes
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, recorded_run_args, run_defining_args, validate_args
 from sacbench.sac.fast_learner import FastLearner
@@ -55,7 +55,7 @@ def learner(
 
 
 def random_batch(generator: torch.Generator, fast: FastLearner) -> Batch:
-    return profile_step.random_batch(
+    return batch_of_sizes(
         obs_dim=fast.actor.fc1.in_features,
         action_dim=ACTION_DIM,
         batch_size=fast.args.batch_size,
