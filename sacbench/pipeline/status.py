@@ -65,7 +65,7 @@ from sacbench.pipeline.config import (
 from sacbench.pipeline.external import CommandRun
 from sacbench.provenance import PACKAGE_DIR
 from sacbench.sac.args import Args, recorded_run_args, run_defining_args
-from sacbench.training.progress import PROGRESS_FILE_NAME, RETURN_WINDOW
+from sacbench.training.progress import PROGRESS_FILE_NAME, RETURN_WINDOW, format_duration
 
 BASE_CONFIG = Path("config.yaml")  # the Snakefile's configfile, relative to the project dir
 SCHEMA_PATH = PACKAGE_DIR.parent / "workflow" / "schemas" / "config.schema.yaml"
@@ -401,14 +401,7 @@ def _shorten(text: str, limit: int = 60) -> str:
 def _duration(seconds: float | None) -> str:
     if seconds is None or not math.isfinite(seconds):
         return "–"
-    seconds = max(int(round(seconds)), 0)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m{seconds % 60:02d}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d{seconds % 86400 // 3600:02d}h"
+    return format_duration(seconds)
 
 
 def _row(status: RunStatus, *, now: float) -> list[str]:
