@@ -468,7 +468,7 @@ def test_time_limit_is_startup_plus_safety_times_the_slow_training_time():
     # The figures docs/slurm.md quotes: 1M steps at 36 and 22 steps/s, times 1.5, plus 10 min.
     assert train_runtime_minutes(env_id="HalfCheetah-v4", total_timesteps=1_000_000) == 705
     assert train_runtime_minutes(env_id="Humanoid-v4", total_timesteps=1_000_000) == 1147
-    # The smoke preset's 2,000 steps: mostly start-up.
+    # A smoke-sized run of 2,000 steps: mostly start-up.
     assert train_runtime_minutes(env_id="Hopper-v4", total_timesteps=2000) == 12
 
 
