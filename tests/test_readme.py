@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -27,15 +26,18 @@ from sacbench.events import read_run_scalars
 from tests.trainer_runs import run_trainer, stop_once_it_prints
 from tests.workflow_copies import (
     REPO,
+    SMOKE_COMMAND,
+    default_config_copy,
     interruptible,
     run_verbatim,
+    smoke_preset_run,
     venv_environment,
     workflow_copy,
 )
 
 pytestmark = pytest.mark.slow
 
-SMOKE = "snakemake --profile profiles/smoke"
+SMOKE = SMOKE_COMMAND
 V5_TASKS = "snakemake --cores 6 --configfile config/v5-tasks.yaml"
 HOPPER_RUN = "results/runs/sac_continuous_action/Hopper-v4/1/complete.json"
 
@@ -276,12 +278,6 @@ def test_every_relative_link_resolves():
     assert not broken, "links that resolve to nothing:\n" + "\n".join(broken)
 
 
-def default_config_copy(parent: Path) -> Path:
-    workdir = workflow_copy(parent, {})
-    shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
-    return workdir
-
-
 def verbatim(workdir: Path, command: str) -> subprocess.CompletedProcess[str]:
     result = run_verbatim(workdir, command)
     assert result.returncode == 0, f"{command}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
@@ -290,9 +286,7 @@ def verbatim(workdir: Path, command: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory) -> Path:
-    workdir = default_config_copy(tmp_path_factory.mktemp("readme"))
-    verbatim(workdir, SMOKE)
-    return workdir
+    return smoke_preset_run(tmp_path_factory)
 
 
 def test_smoke_preset_builds_every_table_and_plot(smoke: Path):

@@ -4,8 +4,10 @@ its own config.yaml, calling `snakemake` from the venv by name."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +17,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 WORKFLOW_PARTS = ("Snakefile", "workflow", "profiles", "envs", "config")
+# The README's first command, less its setup.
+SMOKE_COMMAND = "snakemake --profile profiles/smoke"
 
 
 def workflow_copy(parent: Path, config: dict, *, name: str = "sacbench") -> Path:
@@ -62,3 +66,34 @@ def run_verbatim(
     return subprocess.run(
         argv, cwd=workdir, env=environment, capture_output=True, text=True, timeout=900
     )
+
+
+def default_config_copy(parent: Path) -> Path:
+    """A workflow copy whose config.yaml is the repository's own, as in a fresh clone."""
+    workdir = workflow_copy(parent, {})
+    shutil.copy(REPO / "config.yaml", workdir / "config.yaml")
+    return workdir
+
+
+def smoke_preset_run(tmp_path_factory) -> Path:
+    """The README's smoke command, run once per test session in a fresh clone's copy of the
+    workflow: tests/test_readme.py checks what it made, and tests/test_slurm.py compares the same
+    preset on Slurm with it. pytest-xdist's workers share it: the first to ask runs it while any
+    other waits on the lock. Its users only read it."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's folder, above each worker's own
+    root = base / "smoke-preset"
+    finished = root / "finished"
+    with (base / "smoke-preset.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not finished.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a run that failed in another worker
+            root.mkdir()
+            workdir = default_config_copy(root)
+            result = run_verbatim(workdir, SMOKE_COMMAND)
+            assert result.returncode == 0, (
+                f"{SMOKE_COMMAND}:\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
+            )
+            finished.touch()
+    return root / "sacbench"
