@@ -329,6 +329,11 @@ def test_fingerprint_finds_the_tree_whose_fast_path_changed_and_no_other(tmp_pat
     other = tmp_path / "other"
     shutil.copytree(REPO / "sacbench", other / "sacbench",
                     ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    # The C++ source stays the same file, so the copy loads this session's build of it instead of
+    # compiling its own (sacbench.sac.fused names a build by its source's resolved path).
+    copied_source = other / "sacbench" / "sac" / "fused_update.cpp"
+    copied_source.unlink()
+    copied_source.symlink_to(REPO / "sacbench" / "sac" / "fused_update.cpp")
     learner = other / "sacbench" / "sac" / "fast_learner.py"
     constant = "self.target_entropy = -float(action_dim)"
     assert learner.read_text().count(constant) == 1

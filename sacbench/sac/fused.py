@@ -44,7 +44,8 @@ from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.policy import LOG_STD_HALF_RANGE
 
-SOURCE = Path(__file__).resolve().parent / "fused_update.cpp"
+# Resolved, links included: a tree whose source is a link to another's shares that tree's build.
+SOURCE = (Path(__file__).parent / "fused_update.cpp").resolve()
 
 
 class FusedUpdateUnavailable(RuntimeError):
