@@ -3,20 +3,25 @@
 # install sacbench into it; --dev installs requirements-dev.lock instead: the same plus the test
 # and lint tools (pytest, ruff, snakefmt), as CI does. pip + venv on purpose: pip finds the
 # machine's local torch wheel (CPU build) when there is one; elsewhere it installs torch==2.13.0
-# from the package index. Safe to rerun: it only adds what is missing.
-# Usage: bash scripts/setup.sh [--dev]   (then: . .venv/bin/activate)
+# from the package index. Safe to rerun: it only adds what is missing. --no-render-check skips
+# the check (and install) of the Debian packages for headless rendering below: for .ci/run, which
+# installs them itself at the same time.
+# Usage: bash scripts/setup.sh [--dev] [--no-render-check]   (then: . .venv/bin/activate)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 lock=requirements.lock
-case "${1:-}" in
-  "") ;;
-  --dev) lock=requirements-dev.lock ;;
-  *)
-    echo "usage: bash scripts/setup.sh [--dev]   (unknown argument: $1)" >&2
-    exit 2
-    ;;
-esac
+render_check=yes
+for argument in "$@"; do
+  case "$argument" in
+    --dev) lock=requirements-dev.lock ;;
+    --no-render-check) render_check=no ;;
+    *)
+      echo "usage: bash scripts/setup.sh [--dev] [--no-render-check] (unknown argument: $argument)" >&2
+      exit 2
+      ;;
+  esac
+done
 
 python_for_venv() {
   local candidate
@@ -51,7 +56,7 @@ can_render() {
   .venv/bin/python -c 'from sacbench.training.video import use_headless_rendering, check_rendering
 use_headless_rendering(); check_rendering("InvertedPendulum-v4")' >/dev/null 2>&1
 }
-if ! can_render; then
+if [[ $render_check == yes ]] && ! can_render; then
   if command -v apt-get >/dev/null && [[ $(id -u) -eq 0 ]]; then
     echo "installing Mesa's EGL renderer for headless MuJoCo videos: $RENDER_PACKAGES"
     DEBIAN_FRONTEND=noninteractive apt-get update -qq

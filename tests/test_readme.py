@@ -456,8 +456,9 @@ def test_v5_tasks_preset_trains_tasks_pr424_did_not_run(tmp_path: Path):
     the update and finishes an episode (HalfCheetah's last 1,000 steps)."""
     config = {
         "seeds": [1],
+        # One evaluation episode, not ten: HalfCheetah's and Ant's last up to 1,000 steps each.
         "train": {"total_timesteps": 1300, "learning_starts": 1000, "batch_size": 64,
-                  "buffer_size": 1300, "checkpoint_interval": 0},
+                  "buffer_size": 1300, "checkpoint_interval": 0, "eval_episodes": 1},
     }  # fmt: skip
     workdir = workflow_copy(tmp_path, config)
     verbatim(workdir, V5_TASKS)
