@@ -1,11 +1,12 @@
 """The order in which the test files run.
 
-CI runs the suite in two pytest-xdist workers with `--dist loadfile --no-loadscope-reorder`: each
-file goes whole to the next free worker, in collection order. The files below run real workflows
-for minutes each; started first, heaviest first, they keep both workers busy to the end instead of
-leaving one to finish a long file alone while the other idles (worker seconds per file from a CI
-run on 2026-12-02, AMD EPYC Zen 3). The order changes no result: every test is independent of the
-others. A name that no longer matches a file stops the collection, so the list cannot go stale.
+CI runs the suite in three pytest-xdist workers with `--dist loadfile --no-loadscope-reorder`:
+each file goes whole to the next free worker, in collection order. The files below run real
+workflows for minutes each; started first, heaviest first, they keep the workers busy to the end
+instead of leaving one to finish a long file alone while the others idle (worker seconds per file
+from a quiet two-worker run on 2026-12-03, AMD EPYC Zen 3). The order changes no result: every
+test is independent of the others. A name that no longer matches a file stops the collection, so
+the list cannot go stale.
 """
 
 from __future__ import annotations
@@ -38,16 +39,17 @@ def fused_update_built() -> None:
 
 
 HEAVIEST_FIRST = (
-    "test_slurm.py",  # 458 s, one Slurm cluster for the file
-    "test_rerun_safety.py",  # 421 s
-    "test_benchmarks.py",  # 329 s
-    "test_pipeline.py",  # 279 s
-    "test_readme.py",  # 263 s
-    "test_train_run.py",  # 255 s
-    "test_evaluation.py",  # 104 s
-    "test_external_command.py",  # 102 s
-    "test_tracking.py",  # 96 s
-    "test_commands.py",  # 68 s
+    "test_slurm.py",  # 469 s, one Slurm cluster for the file
+    "test_rerun_safety.py",  # 353 s
+    "test_pipeline.py",  # 322 s
+    "test_train_run.py",  # 251 s
+    "test_readme.py",  # 158 s
+    "test_tracking.py",  # 101 s
+    "test_benchmarks.py",  # 96 s
+    "test_evaluation.py",  # 92 s
+    "test_fused.py",  # 87 s
+    "test_external_command.py",  # 87 s
+    "test_commands.py",  # 60 s
 )
 
 
