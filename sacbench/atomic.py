@@ -3,6 +3,7 @@ the new one, never half of one. Results, run records and checkpoints all go thro
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -12,6 +13,38 @@ from typing import Any, BinaryIO
 
 # Bytes or text to write, or a function that streams into the open file (torch.save, np.savez).
 Content = str | bytes | Callable[[BinaryIO], None]
+# The errno values of a full device (ENOSPC) or a full quota (EDQUOT).
+FULL_DEVICE = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DeviceFullError(OSError):
+    """A write that failed because the device (or the quota) holding the file is full. The
+    message names the file; the file itself was not replaced, so its previous version stays.
+    torch.save reports a full device as "[enforce fail at inline_container.cc] unexpected pos",
+    with the OSError only as its context: this error says what happened instead."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            errno.ENOSPC,
+            f"cannot write {path}: the device holding {path.parent} is full (no space left on "
+            f"device); {path.name} was not replaced",
+            str(path),
+        )
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def device_was_full(error: BaseException) -> bool:
+    """Whether `error`, or an error it was raised from or during, is a full device's."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in FULL_DEVICE:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def new_file_mode() -> int:
@@ -22,11 +55,19 @@ def new_file_mode() -> int:
     return 0o666 & ~umask
 
 
-def write_atomically(path: Path, content: Content, *, sync_directory: bool = False) -> None:
+def write_atomically(
+    path: Path,
+    content: Content,
+    *,
+    sync_directory: bool = False,
+    before_replace: Callable[[], None] | None = None,
+) -> None:
     """Write a temporary file beside `path`, fsync it and rename it over `path`.
 
     With `sync_directory` the folder is fsynced too, so that the rename itself survives a crash;
-    a checkpoint needs that, a table that can be rendered again does not.
+    a checkpoint needs that, a table that can be rendered again does not. `before_replace` runs
+    once the new content is safely on disk, just before the rename (a checkpoint keeps its
+    previous version there). A full device raises DeviceFullError, naming `path`.
     """
     path.parent.mkdir(parents=True, exist_ok=True)
     descriptor, temporary = tempfile.mkstemp(
@@ -41,9 +82,13 @@ def write_atomically(path: Path, content: Content, *, sync_directory: bool = Fal
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(temporary, new_file_mode())
+        if before_replace is not None:
+            before_replace()
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         Path(temporary).unlink(missing_ok=True)
+        if device_was_full(error) and not isinstance(error, DeviceFullError):
+            raise DeviceFullError(path) from error
         raise
     if sync_directory:
         directory = os.open(path.parent, os.O_RDONLY)

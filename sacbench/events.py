@@ -93,7 +93,26 @@ def run_event_files(run_dir: Path | str) -> list[Path]:
 def iter_records(path: Path | str) -> Iterator[bytes]:
     """The payloads of a TFRecord file, each checked against its length and data checksums."""
     path = Path(path)
-    data = path.read_bytes()
+    return _records_in(path, path.read_bytes())
+
+
+def check_event_file_prefix(path: Path | str, size: int) -> None:
+    """Check that the first `size` bytes of the event file at `path` are whole records with valid
+    checksums (what a checkpoint recorded of it); EventLogError naming the file otherwise."""
+    path = Path(path)
+    if not path.is_file():
+        raise EventLogError(f"{path}: no such event file")
+    with open(path, "rb") as handle:
+        data = handle.read(size)
+    if len(data) < size:
+        raise EventLogError(f"{path}: {len(data)} bytes, shorter than the {size} recorded")
+    if size:
+        for index, payload in enumerate(_records_in(path, data)):
+            if index == 0:
+                _check_first_event(path, payload)
+
+
+def _records_in(path: Path, data: bytes) -> Iterator[bytes]:
     size = len(data)
     if size == 0:
         raise EventLogError(f"{path}: zero-byte event file (the writer never flushed)")

@@ -43,6 +43,7 @@ HEAVIEST_FIRST = (
     "test_rerun_safety.py",  # 353 s
     "test_pipeline.py",  # 322 s
     "test_train_run.py",  # 251 s
+    "test_faults.py",  # 174 s (alone, on a shared 2-core VM, 2026-12-03)
     "test_readme.py",  # 158 s
     "test_tracking.py",  # 101 s
     "test_benchmarks.py",  # 96 s

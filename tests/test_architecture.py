@@ -1,7 +1,8 @@
 """The package's shape: layers that import only downwards, no import cycles, short functions.
 
 The layers, bottom up (issue 11):
-- leaves: tags, events, published numbers, atomic I/O, provenance, private-API adapters;
+- leaves: tags, events, published numbers, atomic I/O, provenance, private-API adapters, the
+  run-dir lock;
 - sac: the algorithm (networks, sampling, losses, update schedule, learners); imports leaves;
 - training: loop, env stepping, RNG, signals, checkpoints, run dir; imports sac and leaves;
 - results: extraction, loading, metrics, tables, plots; imports leaves only (results and
@@ -32,6 +33,7 @@ LEAVES = {
     "sacbench.atomic",
     "sacbench.provenance",
     "sacbench.private_api",
+    "sacbench.run_lock",
 }
 ENTRY_SHIMS = {
     "sacbench.train",

@@ -4,6 +4,7 @@ the actions switch from random to the policy's at learning_starts."""
 from __future__ import annotations
 
 import importlib.metadata
+import json
 
 import numpy as np
 import psutil
@@ -13,6 +14,7 @@ import torch
 from sacbench.sac.algorithm import Actor
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.learners import make_learner
+from sacbench.training.checkpoint import load_state
 from sacbench.training.cli import main
 from sacbench.training.envs import BENCHMARK_ENV_IDS, EnvError, check_env_id, env_spaces, make_env
 from sacbench.training.loop import train
@@ -88,7 +90,13 @@ def test_corrupt_checkpoint_is_named_and_kept(tmp_path):
     short = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "300", "--learning-starts",
              "200", "--batch-size", "16")  # fmt: skip
     run_trainer(run_dir, *short)
-    (run_dir / "complete.json").unlink()  # pretend the job died before finishing
+    # Pretend the job died before finishing: no completion record, the last session running.
+    # (A finished run's damaged final state is repaired from its metadata and events instead:
+    # tests/test_faults.py.)
+    (run_dir / "complete.json").unlink()
+    metadata = json.loads((run_dir / "metadata.json").read_text())
+    metadata["sessions"][-1].update(exit_status="running", end_step=None)
+    (run_dir / "metadata.json").write_text(json.dumps(metadata))
     state = run_dir / "checkpoint" / "state.pt"
     state.parent.mkdir(exist_ok=True)
     state.write_bytes(b"not a checkpoint")
@@ -237,11 +245,19 @@ def test_incremental_checkpoints_restore_the_buffer_exactly(tmp_path, capacity):
     if capacity == 100:
         assert len(chunks) == 3
     else:
-        assert len(chunks) < 3  # chunks whose rows were all overwritten are dropped
+        # Chunks whose rows were all overwritten are dropped once neither the checkpoint nor the
+        # one before it (kept as state.prev.pt) needs them.
+        needed = set(run_dir.load_checkpoint()["buffer"]["chunks"])
+        needed |= set(load_state(run_dir.previous_state_path)["buffer"]["chunks"])
+        assert set(chunks) == needed
+        _fill(buffer, 40, start=added)
+        added += 40
+        run_dir.save_checkpoint({"global_step": added}, buffer=buffer)
+        assert len(list(run_dir.checkpoint_dir.glob("rows-*.npz"))) < 3
     restored = ReplayBuffer(capacity=capacity, obs_dim=4, action_dim=2, seed=0)
     fresh = RunDir(tmp_path)
     fresh.load_buffer(restored, fresh.load_checkpoint())
-    assert restored.added == buffer.added == 55
+    assert restored.added == buffer.added == added
     torch.testing.assert_close(restored.storage, buffer.storage, rtol=0, atol=0)
 
 

@@ -116,6 +116,7 @@ def validated_config(config: Mapping[str, Any], *, schema: Mapping[str, Any]) ->
         }
     _fill_defaults(filled, schema, root=schema)
     problems = _schema_problems(filled, schema) + _env_problems(filled) + _command_problems(filled)
+    problems += _results_dir_problems(filled)
     if not problems:
         problems = _trainer_problems(filled) + _video_problems(filled)
     if not problems:
@@ -338,9 +339,32 @@ def _key(path: Sequence[str | int]) -> str:
     return text or "config"
 
 
+def _strict_validator_class(schema: Mapping[str, Any]) -> Any:
+    """The schema's validator, except that an integer must be a Python int: JSON Schema counts
+    1.0 as an integer, but `seeds: [1.0]` names no run dir (results/runs/.../1.0) that the
+    trainer ever writes, and such a value failed only later, as a MissingInputException."""
+    base = jsonschema.validators.validator_for(schema)
+    strict_types = base.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, value: isinstance(value, int) and not isinstance(value, bool)
+    )
+    return jsonschema.validators.extend(base, type_checker=strict_types)
+
+
+def _results_dir_problems(config: Mapping[str, Any]) -> list[str]:
+    """results_dir, or a folder on its way, must not be a file (every job would fail writing
+    into it, with a traceback)."""
+    results_dir = config.get("results_dir")
+    if not isinstance(results_dir, str):
+        return []
+    path = Path(results_dir)
+    for part in [path, *path.parents]:
+        if part.exists() and not part.is_dir():
+            return [f"results_dir: {results_dir!r} cannot be a folder: {str(part)!r} is a file"]
+    return []
+
+
 def _schema_problems(config: Mapping[str, Any], schema: Mapping[str, Any]) -> list[str]:
-    validator_class = jsonschema.validators.validator_for(schema)
-    validator = validator_class(schema)
+    validator = _strict_validator_class(schema)(schema)
     problems: list[str] = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path))):
         problems.extend(_describe(error))

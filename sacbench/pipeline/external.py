@@ -50,6 +50,8 @@ import sacbench
 from sacbench.atomic import write_json_atomically
 from sacbench.events import PREVIOUS_ATTEMPTS_DIR, EventLogError, read_run_scalars
 from sacbench.provenance import cpu_model, utc_now
+from sacbench.run_lock import LOCK_FILE_NAME, RunDirLock, RunDirLockError
+from sacbench.training.run_records import remove_stray_temporaries
 
 METADATA_FILE = "metadata.json"
 COMPLETE_FILE = "complete.json"
@@ -60,10 +62,14 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
 EXIT_BAD_ARGUMENTS = 2
 EXIT_NO_EVENTS = 3
 EXIT_NOT_STARTED = 127
+EXIT_RUN_DIR_BUSY = 4  # another process holds the run dir, or it cannot be locked
+PROGRAM = "python -m sacbench.run_command"
 # Thread counts a torch (or numpy) script reads at start-up; set from --threads, so a command
 # variant's runs use the threads the pipeline gave the job, as the trainer's do.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _PR_SET_PDEATHSIG = 1
+# What stays where it is when an unfinished attempt's files move into attempts/.
+KEPT_IN_PLACE = frozenset({PREVIOUS_ATTEMPTS_DIR, LOCK_FILE_NAME})
 
 
 class CommandRunError(ValueError):
@@ -152,7 +158,7 @@ def _finished_record(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(completion) if isinstance(completion, dict) else None
 
 
-def _move_run_dir_aside(run_dir: Path, record: Mapping[str, Any]) -> None:
+def _move_run_dir_aside(run_dir: Path, record: Mapping[str, Any]) -> Path:
     """A run dir of another command line or of the trainer: moved whole to <dir>.replaced-<UTC>,
     with its complete.json put back when Snakemake removed it, so it still says it finished."""
     completion = _finished_record(record)
@@ -161,6 +167,7 @@ def _move_run_dir_aside(run_dir: Path, record: Mapping[str, Any]) -> None:
     destination = run_dir.with_name(f"{run_dir.name}.replaced-{_utc_stamp()}")
     run_dir.rename(destination)
     print(f"moved {run_dir}, a run of another command line, to {destination}", flush=True)
+    return destination
 
 
 def _move_into_attempts(run_dir: Path, record: Mapping[str, Any] | None) -> None:
@@ -174,7 +181,7 @@ def _move_into_attempts(run_dir: Path, record: Mapping[str, Any] | None) -> None
     destination = run_dir / PREVIOUS_ATTEMPTS_DIR / name
     destination.mkdir(parents=True, exist_ok=True)
     entries = sorted(
-        (path for path in run_dir.iterdir() if path.name != PREVIOUS_ATTEMPTS_DIR),
+        (path for path in run_dir.iterdir() if path.name not in KEPT_IN_PLACE),
         key=lambda path: path.name == METADATA_FILE,
     )
     for path in entries:
@@ -186,16 +193,21 @@ def _move_into_attempts(run_dir: Path, record: Mapping[str, Any] | None) -> None
     print(f"moved the unfinished attempt in {run_dir} to {destination}", flush=True)
 
 
-def prepare_run_dir(run_dir: Path, run: CommandRun) -> dict[str, Any] | None:
+def prepare_run_dir(
+    run_dir: Path, run: CommandRun, *, lock: RunDirLock | None = None
+) -> dict[str, Any] | None:
     """Make `run_dir` ready for a fresh attempt of `run`; or, when it holds a finished attempt
-    of the same command line, return that attempt's completion record (nothing to run)."""
+    of the same command line, return that attempt's completion record (nothing to run).
+    `lock`: this process's lock of the run dir, which follows it when it is moved aside."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not any(path.name != PREVIOUS_ATTEMPTS_DIR for path in run_dir.iterdir()):
+    if not any(path.name not in KEPT_IN_PLACE for path in run_dir.iterdir()):
         return None
     record = _read_record(run_dir)
     if record is not None and _recorded_argv(record) != run.argv:
-        _move_run_dir_aside(run_dir, record)
+        destination = _move_run_dir_aside(run_dir, record)
         run_dir.mkdir()
+        if lock is not None:
+            lock.moved(destination)
         return None
     finished = _finished_record(record)
     if finished is not None:
@@ -311,7 +323,7 @@ def start_record(run: CommandRun, *, run_dir: Path, environment: Mapping[str, st
             "cwd": str(run_dir.resolve()),
             "environment": dict(environment),
         },
-        "runner": {"program": "python -m sacbench.run_command", "version": sacbench.__version__},
+        "runner": {"program": PROGRAM, "version": sacbench.__version__},
         "host": {
             "hostname": socket.gethostname(),
             "cpu_model": cpu_model(),
@@ -352,8 +364,19 @@ def end_record(record: dict, *, status: str, returncode: int | None, completion:
 
 
 def execute(run: CommandRun, *, run_dir: Path, threads: int) -> int:
-    """Run (or restore) one run of `run` in `run_dir`; returns this wrapper's exit code."""
-    finished = prepare_run_dir(run_dir, run)
+    """Run (or restore) one run of `run` in `run_dir`; returns this wrapper's exit code.
+
+    The run dir is locked (sacbench.run_lock) from before anything in it changes until the
+    command has ended and its records are written: a second wrapper, or a trainer, asked for
+    the same run dir stops at once, naming this one. A wrapper killed with SIGKILL drops the
+    lock with its life, and the kernel stops its command (see _die_with_parent)."""
+    with RunDirLock(run_dir, program=PROGRAM) as lock:
+        remove_stray_temporaries(run_dir)
+        return _execute_locked(run, run_dir=run_dir, threads=threads, lock=lock)
+
+
+def _execute_locked(run: CommandRun, *, run_dir: Path, threads: int, lock: RunDirLock) -> int:
+    finished = prepare_run_dir(run_dir, run, lock=lock)
     if finished is not None:
         if not (run_dir / COMPLETE_FILE).exists():
             write_json_atomically(run_dir / COMPLETE_FILE, finished)
@@ -437,4 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommandRunError as error:
         print(f"sacbench.run_command: error: {error}", file=sys.stderr)
         return EXIT_BAD_ARGUMENTS
-    return execute(run, run_dir=options.run_dir, threads=options.threads)
+    try:
+        return execute(run, run_dir=options.run_dir, threads=options.threads)
+    except RunDirLockError as error:
+        print(f"sacbench.run_command: error: {error}", file=sys.stderr)
+        return EXIT_RUN_DIR_BUSY

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from pathlib import Path
@@ -11,7 +12,13 @@ import pandas as pd
 
 from sacbench.atomic import write_atomically
 from sacbench.events import Reader, read_run_scalars, run_event_files
-from sacbench.results.runs import ResultsInputError, read_json_object
+from sacbench.results.runs import (
+    EXTRACTION_FORMAT,
+    ResultsInputError,
+    read_json_object,
+    rows_per_tag,
+    summary_digest,
+)
 from sacbench.tags import EVAL_RETURN_TAG
 
 
@@ -56,16 +63,22 @@ def extract_run(*, run_dir: Path | str, output_csv: Path | str, reader: Reader =
         raise ResultsInputError(f"run dir {run_dir} does not exist")
     summary = run_summary(run_dir)
     scalars = read_run_scalars(run_dir, reader=reader)
+    csv_buffer = io.StringIO()
+    # Each float as its shortest repr, which reads back as the very same double.
+    scalars.to_csv(csv_buffer, index=False, lineterminator="\n")
+    csv_text = csv_buffer.getvalue()
     summary["extraction"] = {
         "run_dir": str(run_dir),
         "event_files": [str(path.relative_to(run_dir)) for path in run_event_files(run_dir)],
         "scalar_points": len(scalars),
         "reader": reader,
         "evaluations": evaluation_summary(scalars),
+        # What the CSV holds, for every report to check it against (runs.check_extraction).
+        "format": EXTRACTION_FORMAT,
+        "rows_per_tag": rows_per_tag(scalars),
+        "csv_sha256": hashlib.sha256(csv_text.encode()).hexdigest(),
     }
-    csv_buffer = io.StringIO()
-    # Each float as its shortest repr, which reads back as the very same double.
-    scalars.to_csv(csv_buffer, index=False, lineterminator="\n")
+    summary["extraction"]["summary_sha256"] = summary_digest(summary)
     # Both computed before either is written, so a failure leaves no half-written pair.
-    write_atomically(output_csv, csv_buffer.getvalue())
+    write_atomically(output_csv, csv_text)
     write_atomically(output_csv.with_suffix(".json"), json.dumps(summary, indent=2) + "\n")

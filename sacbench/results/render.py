@@ -184,6 +184,7 @@ def collect(
                 reason = str(error)
                 problems[reason] = reason
         cell.marks.append(notes.mark(f"left out: {reason}"))
+    cell.marks.extend(mixed_lengths_marks(runset, variant, env_id, notes))
     if cell.values and len(cell.values) < len(runset.selection.seeds):
         cell.marks.append(
             notes.mark(
@@ -192,6 +193,22 @@ def collect(
             )
         )
     return cell
+
+
+def mixed_lengths_marks(runset: RunSet, variant: str, env_id: str, notes: Notes) -> list[str]:
+    """A footnote for a cell whose runs trained different numbers of steps (its value mixes
+    them), naming each seed's; none when they agree."""
+    lengths: dict[int, object] = {}
+    for run in runset.runs_of(variant, env_id):
+        steps = run.summary_value("args", "total_timesteps")
+        lengths[run.key.seed] = steps if steps is not None else run.summary_value("global_step")
+    if len(set(map(repr, lengths.values()))) < 2:
+        return []
+    each = ", ".join(
+        f"seed {seed} {steps:,}" if isinstance(steps, int) else f"seed {seed} {steps}"
+        for seed, steps in sorted(lengths.items())
+    )
+    return [notes.mark(f"{variant}/{env_id}: runs of different lengths mixed ({each} steps)")]
 
 
 def raise_problems(problems: dict[str, str], allow_missing: bool) -> None:

@@ -25,6 +25,7 @@ from sacbench.results.render import (
     footnote_block,
     markdown_table,
     mean_std_text,
+    mixed_lengths_marks,
     over_seeds,
     raise_problems,
     spread,
@@ -284,6 +285,8 @@ def _variant_entry(
     )
     evaluation = cells.evaluation[key]
     eval_marks = _evaluation_marks(evaluation, variant, env_id, len(selection.seeds), notes)
+    if evaluation.values:
+        eval_marks += mixed_lengths_marks(runset, variant, env_id, notes)
     eval_summary, eval_fields = _evaluation_summary(
         evaluation, options, env_id, variant, eval_marks
     )

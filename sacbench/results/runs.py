@@ -3,6 +3,7 @@ summary (Run), and the input errors."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,11 @@ from sacbench.events import SCALAR_COLUMNS
 
 class ResultsInputError(ValueError):
     """Missing or unusable extracted runs; the message names every file or run at fault."""
+
+
+class DamagedExtractionError(ResultsInputError):
+    """An extracted file that is not what its extraction wrote (cut, edited, or written by an
+    older sacbench without a record of it): never reported from, --allow-missing or not."""
 
 
 class MetricError(ValueError):
@@ -144,6 +150,61 @@ def read_json_object(path: Path, *, what: str) -> dict[str, Any]:
     return content
 
 
+# The extraction's format (results/extract.py); the pipeline's extract rule passes it as a
+# param, so that Snakemake extracts again every run extracted in an older format.
+EXTRACTION_FORMAT = 2
+
+
+def rows_per_tag(scalars: pd.DataFrame) -> dict[str, int]:
+    counts = scalars["tag"].value_counts().sort_index()
+    return {str(tag): int(count) for tag, count in counts.items()}
+
+
+def summary_digest(summary: dict[str, Any]) -> str:
+    """SHA-256 of a run summary as JSON (keys sorted), without the digest itself."""
+    extraction = {k: v for k, v in summary.get("extraction", {}).items() if k != "summary_sha256"}
+    canonical = json.dumps({**summary, "extraction": extraction}, sort_keys=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def check_extraction(
+    csv_path: Path, json_path: Path, summary: dict[str, Any], scalars: pd.DataFrame
+) -> None:
+    """The CSV must be what its extraction wrote, as the summary records it: the rows of each
+    tag, the number of points and the SHA-256 of the file; DamagedExtractionError otherwise."""
+    again = "extract the run again (snakemake does it when the file is deleted)"
+    record = summary.get("extraction")
+    if not isinstance(record, dict) or not isinstance(record.get("csv_sha256"), str):
+        raise DamagedExtractionError(
+            f"{json_path} records no digest of {csv_path.name} (extracted by an older sacbench, "
+            f"or edited): it cannot be checked; {again}"
+        )
+    if record.get("summary_sha256") != summary_digest(summary):
+        raise DamagedExtractionError(
+            f"{json_path} is not the summary its extraction wrote (its content no longer "
+            f"matches the digest it records): it was edited after extraction; {again}"
+        )
+    found, recorded = rows_per_tag(scalars), record.get("rows_per_tag")
+    if found != recorded or record.get("scalar_points") != len(scalars):
+        differing = sorted(set(found) | set(recorded or {}))
+        detail = ", ".join(
+            f"{tag} {found.get(tag, 0)} of {(recorded or {}).get(tag, 0)}"
+            for tag in differing
+            if found.get(tag, 0) != (recorded or {}).get(tag, 0)
+        )
+        raise DamagedExtractionError(
+            f"{csv_path} holds {len(scalars)} rows, but its extraction wrote "
+            f"{record.get('scalar_points')} ({detail or 'rows per tag differ'}; see "
+            f"{json_path.name}): it was cut or edited after extraction; {again}"
+        )
+    digest = hashlib.sha256(csv_path.read_bytes()).hexdigest()
+    if digest != record["csv_sha256"]:
+        raise DamagedExtractionError(
+            f"{csv_path} is not the file its extraction wrote (its SHA-256 differs from the one "
+            f"in {json_path.name}): it was edited after extraction; {again}"
+        )
+
+
 def _load_run(extracted_dir: Path, key: RunKey) -> Run:
     csv_path, json_path = extracted_paths(extracted_dir, key)
     for path in (csv_path, json_path):
@@ -159,6 +220,7 @@ def _load_run(extracted_dir: Path, key: RunKey) -> Run:
             f"{json_path}: the run summary says env_id={recorded[0]!r}, seed={recorded[1]!r}, "
             f"but the file sits at {key.env_id}/{key.seed}"
         )
+    check_extraction(csv_path, json_path, summary, scalars)
     return Run(key=key, csv_path=csv_path, scalars=scalars, summary=summary)
 
 
@@ -169,11 +231,17 @@ def load_runs(*, extracted_dir: Path | str, selection: Selection, allow_missing:
         raise ResultsInputError(f"extracted dir {extracted_dir} does not exist")
     runs: dict[RunKey, Run] = {}
     problems: dict[RunKey, str] = {}
+    damaged: dict[RunKey, str] = {}
     for key in selection.run_keys():
         try:
             runs[key] = _load_run(extracted_dir, key)
+        except DamagedExtractionError as error:
+            damaged[key] = str(error)
         except ResultsInputError as error:
             problems[key] = str(error)
+    if damaged:  # a damaged file is refused even with allow_missing: it is not a missing run
+        lines = [f"{len(damaged)} extracted runs are damaged:"]
+        raise DamagedExtractionError("\n".join([*lines, *(f"  - {m}" for m in damaged.values())]))
     if problems and not allow_missing:
         raise ResultsInputError(problem_report(problems, "missing or unreadable runs"))
     return RunSet(selection=selection, runs=runs, problems=problems)

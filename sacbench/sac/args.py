@@ -6,6 +6,7 @@ Each field's docstring is its --help text (tyro reads them).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -199,6 +200,8 @@ def validate_args(args: Args) -> list[str]:
     if args.alpha < 0:
         problems.append(f"--alpha must be non-negative, got {args.alpha!r}")
     problems.extend(_wandb_problems(args))
+    named = {problem.split(" ", 1)[0] for problem in problems}
+    problems.extend(p for p in _float_and_path_problems(args) if p.split(" ", 1)[0] not in named)
     if args.cudagraphs and not args.compile:
         problems.append("--cudagraphs needs --compile")
     if args.update_path == "reference" and (args.compile or args.cudagraphs):
@@ -223,6 +226,21 @@ def _cleanrl_exact_problems(args: Args) -> list[str]:
             f"--update-path reference, got --update-path {args.update_path}"
         ]
     return []
+
+
+def _float_and_path_problems(args: Args) -> list[str]:
+    """Every float argument must be a finite number (an infinite or NaN learning rate trains a
+    run of NaNs to the end), and --run-dir must name a folder (an empty one would train into
+    the current directory)."""
+    problems = [
+        f"--{field.name.replace('_', '-')} must be a finite number, got {value!r}"
+        for field in dataclasses.fields(args)
+        if isinstance(value := getattr(args, field.name), float) and not math.isfinite(value)
+    ]
+    run_dir = args.run_dir
+    if isinstance(run_dir, str) and not run_dir.strip():
+        problems.append(f"--run-dir must name a folder, got {run_dir!r}")
+    return problems
 
 
 # Characters W&B refuses in a project name.

@@ -18,7 +18,9 @@ unpickles it with its own allow-list (see capture_env_state for why it is a pick
 
 from __future__ import annotations
 
+import os
 import pickle
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -42,15 +44,30 @@ LEGACY_NUMPY_GLOBALS = (
 )
 
 
-def write_state(path: Path, state: dict[str, Any]) -> None:
-    """Write `state` atomically; the folder is synced too, since the chunks it names live there."""
+def write_state(path: Path, state: dict[str, Any], *, previous: Path | None = None) -> None:
+    """Write `state` atomically; the folder is synced too, since the chunks it names live there.
+
+    With `previous`, the file that `path` held is kept there (renamed once the new state is on
+    disk), so that a damaged newest checkpoint still leaves the one before it to resume from.
+    """
     on_disk = _to_disk(state)
-    write_atomically(path, lambda handle: torch.save(on_disk, handle), sync_directory=True)
+
+    def keep_previous() -> None:
+        if previous is not None and path.exists():
+            os.replace(path, previous)
+
+    write_atomically(
+        path,
+        lambda handle: torch.save(on_disk, handle),
+        sync_directory=True,
+        before_replace=keep_previous,
+    )
 
 
 def load_state(path: Path) -> dict[str, Any]:
     """The state at `path`, in the in-memory layout; RunDirError (naming the file) when it is
     damaged, holds anything a checkpoint never holds, or is not ours."""
+    _check_checksums(path)
     try:
         with torch.serialization.safe_globals(list(LEGACY_NUMPY_GLOBALS)):
             state = torch.load(path, map_location="cpu", weights_only=True)
@@ -73,6 +90,24 @@ def load_state(path: Path) -> dict[str, Any]:
             f"{LEGACY_FORMAT} and {FORMAT} (a newer sacbench wrote it?)"
         )
     return _from_disk(state)
+
+
+def _check_checksums(path: Path) -> None:
+    """torch.save writes a zip archive with a CRC-32 per record, which torch.load does not
+    check: a flipped byte inside a tensor loads as a wrong weight. Check them all first."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        raise RunDirError(
+            f"checkpoint {path} cannot be loaded: it is damaged ({error}); nothing was deleted - "
+            "move it away to start this run afresh"
+        ) from error
+    if damaged is not None:
+        raise RunDirError(
+            f"checkpoint {path} cannot be loaded: its record {damaged} fails its checksum (the "
+            "file is damaged); nothing was deleted - move it away to start this run afresh"
+        )
 
 
 def _refusal(path: Path, error: pickle.UnpicklingError) -> str:

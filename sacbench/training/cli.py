@@ -7,7 +7,7 @@ import sys
 import tyro
 
 from sacbench.sac.args import Args
-from sacbench.training.errors import RunDirError
+from sacbench.training.errors import RunDirError, describe_error
 from sacbench.training.loop import train
 
 # tyro's description: `--help` shows it, and it stays as it was when it was train.py's docstring.
@@ -18,6 +18,6 @@ def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv, prog="python -m sacbench.train", description=DESCRIPTION)
     try:
         return train(args)
-    except (RunDirError, ValueError, RuntimeError) as error:
-        print(f"sacbench.train: error: {error}", file=sys.stderr)
+    except (RunDirError, ValueError, RuntimeError, OSError) as error:
+        print(f"sacbench.train: error: {describe_error(error)}", file=sys.stderr)
         return 2

@@ -41,7 +41,7 @@ from sacbench.training.event_log import EventLog, SteadyWindow
 from sacbench.training.progress import PROGRESS_FILE_NAME, RunProgress
 from sacbench.training.replay import ReplayBuffer
 from sacbench.training.rng import seed_everything
-from sacbench.training.run_dir import RunDir, kill_point
+from sacbench.training.run_dir import RunDir, hold_run_dir, kill_point
 from sacbench.training.run_outputs import complete_finished_run, save_final_policy
 from sacbench.training.session import (
     LoopState,
@@ -90,7 +90,12 @@ def train(args: Args) -> int:
     """Train (or resume) the run in args.run_dir; return the process exit status."""
     args = announced_run_dir(args)
     check_arguments(args)
-    run_dir = RunDir(Path(args.run_dir))
+    # One process per run dir, from before anything in it changes until this one ends.
+    with hold_run_dir(Path(args.run_dir), program="python -m sacbench.train") as run_dir:
+        return _train_held_run_dir(args, run_dir)
+
+
+def _train_held_run_dir(args: Args, run_dir: RunDir) -> int:
     if finished_run(run_dir, args):
         return 0
     if args.capture_video:
@@ -133,7 +138,7 @@ def train(args: Args) -> int:
         exit_code, exit_status, end_step, elapsed_total = _training_session(session)
     except BaseException as error:
         progress.write_failed(elapsed_seconds=time.time() - state.start_time)
-        run_dir.end_session(exit_status=f"error: {type(error).__name__}: {error}", end_step=None)
+        run_dir.end_session_after_error(error)
         finish_tracking(tracker, exit_code=1, stopped=False)
         raise
     record_end(session, exit_code, exit_status, end_step, elapsed_total)

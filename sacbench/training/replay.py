@@ -152,6 +152,23 @@ class ReplayBuffer:
         return self.storage[positions.to(self.storage.device)].cpu().numpy()
 
 
+def chunk_problem(path: Path) -> str | None:
+    """Why the chunk file at `path` cannot be loaded (missing, damaged, or holding another number
+    of rows than its name says), or None. Reading it checks every array's zip checksum."""
+    if not path.is_file():
+        return f"replay buffer chunk {path} is missing"
+    first, end = parse_chunk_name(path.name)
+    try:
+        with np.load(path) as archive:
+            rows = archive["rows_without_next_obs"].shape[0]
+            kept, kept_index = archive["kept_next_obs"], archive["kept_next_obs_index"]
+    except Exception as error:  # noqa: BLE001 - any damage is reported with the file
+        return f"replay buffer chunk {path} is unreadable ({type(error).__name__}: {error})"
+    if rows != end - first or len(kept) != len(kept_index):
+        return f"replay buffer chunk {path} holds {rows} rows, its name says {end - first}"
+    return None
+
+
 def chunk_name(first: int, end: int) -> str:
     return f"rows-{first:012d}-{end:012d}.npz"
 

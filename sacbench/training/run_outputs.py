@@ -40,8 +40,8 @@ def complete_finished_run(run_dir: RunDir, args: Args) -> list[str]:
     )
     if not wanted:
         return []
-    state = run_dir.load_checkpoint() if run_dir.state_path.exists() else {}
-    if not state.get("finished"):  # finished by sacbench 0.1.0: its last actor was not kept
+    state = run_dir.final_state()
+    if not state:  # finished by sacbench 0.1.0, or its final state was lost: no last actor
         return [f"{run_dir.path} keeps no final actor: no saved model or video can be made"]
     actor = actor_from_state_dict(state["learner"]["actor"])
     lines = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from sacbench import published
 from sacbench.pipeline import config as sacbench_config
 from sacbench.pipeline import local_resources
+from sacbench.results.runs import EXTRACTION_FORMAT
 
 config.update(
     sacbench_config.validated_config(
@@ -79,6 +80,17 @@ def extracted_tables(wildcards):
 
 def extracted_summaries(wildcards):
     return run_matrix_paths("extracted/{variant}/{env_id}/{seed}.json")
+
+
+def run_records_of(wildcards):
+    """The run's metadata.json, once it exists: an input of its extraction besides
+    complete.json, so that a run whose record changed after it was extracted (a session that
+    rewrote it, a repair) is extracted again. Before the run has started there is none, and
+    the train job that makes it is what the extraction waits for."""
+    path = results(
+        f"runs/{wildcards.variant}/{wildcards.env_id}/{wildcards.seed}/metadata.json"
+    )
+    return [path] if os.path.isfile(path) else []
 
 
 def run_dir_of_output(wildcards, output):

@@ -1,5 +1,7 @@
 # A run's TensorBoard events -> a tidy table (tag, step, wall_time, value) plus a JSON summary
-# of its metadata, offline. Reruns whenever the run's completion record is newer.
+# of its metadata, offline, which records what the table holds (rows per tag, digests) for the
+# reports to check. Reruns whenever the run's completion record or metadata.json is newer, and
+# when the extraction's format changes (its param), so that no report reads a stale extraction.
 # A local rule: on a cluster it runs on the submit host (reading one run; no allocation needed).
 localrules:
     extract,
@@ -8,6 +10,7 @@ localrules:
 rule extract:
     input:
         complete=results("runs/{variant}/{env_id}/{seed}/complete.json"),
+        records=run_records_of,
     output:
         table=results("extracted/{variant}/{env_id}/{seed}.csv"),
         summary=results("extracted/{variant}/{env_id}/{seed}.json"),
@@ -17,6 +20,7 @@ rule extract:
         "../../envs/report.yaml"
     params:
         run_dir=run_dir_of_input,
+        extraction_format=EXTRACTION_FORMAT,
     shell:
         "python -m sacbench.report extract --run-dir {params.run_dir}"
         " --output {output.table} > {log} 2>&1"
