@@ -24,6 +24,13 @@ holder:
   background thread, so a live holder's record never ages past a minute or two; a holder that
   died on another node blocks a rerun for at most the lease.
 A record judged dead is moved out of the way and the lock is taken.
+
+A Slurm job requeued after a node failure can find its own earlier run's lock still held: the
+dead node's NFS lock lingers until the server reclaims it (about 90 s for NFSv4, until the node
+comes back for NFSv3), and a record's lease is 10 minutes. Slurm runs one incarnation of a job
+at a time and requeues it only once it counts the earlier one ended, so a holder that recorded
+the same job with a lower SLURM_RESTART_COUNT is gone: its lock file is moved aside (a lock
+belongs to the file, not to its name) and a fresh one is taken at once, in either mode.
 """
 
 from __future__ import annotations
@@ -91,6 +98,35 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def slurm_incarnation() -> dict[str, Any] | None:
+    """This process's Slurm job (cluster, job id) and how often Slurm has requeued it, or None
+    outside a Slurm job."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return None
+    try:
+        restart_count = int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+    except ValueError:
+        restart_count = 0
+    return {
+        "cluster": os.environ.get("SLURM_CLUSTER_NAME"),
+        "job_id": job_id,
+        "restart_count": restart_count,
+    }
+
+
+def earlier_incarnation_of_this_job(record: dict[str, Any] | None) -> bool:
+    """Whether `record`'s holder is this Slurm job before a requeue, hence gone (see the
+    module's docstring)."""
+    mine = slurm_incarnation()
+    theirs = record.get("slurm") if record else None
+    if mine is None or not isinstance(theirs, dict):
+        return False
+    same_job = (theirs.get("cluster"), theirs.get("job_id")) == (mine["cluster"], mine["job_id"])
+    earlier = theirs.get("restart_count")
+    return same_job and isinstance(earlier, int) and earlier < mine["restart_count"]
+
+
 def holder_record(program: str) -> dict[str, Any]:
     """This process as a lock holder."""
     now = time.time()
@@ -102,15 +138,18 @@ def holder_record(program: str) -> dict[str, Any]:
         "program": program,
         "boot_id": boot_id(),
         "process_start_ticks": process_start_ticks(os.getpid()),
+        "slurm": slurm_incarnation(),
     }
 
 
 def describe_holder(record: dict[str, Any] | None) -> str:
     if not record:
         return "a process that has not recorded itself yet"
+    slurm = record.get("slurm")
+    job = f", Slurm job {slurm.get('job_id')}" if isinstance(slurm, dict) else ""
     return (
         f"{record.get('program', 'a sacbench process')} (pid {record.get('pid')} on host "
-        f"{record.get('host')}, since {record.get('since')})"
+        f"{record.get('host')}{job}, since {record.get('since')})"
     )
 
 
@@ -195,6 +234,8 @@ class RunDirLock:
         self.created_dir = False
         self._fd: int | None = None
         self._heartbeat: threading.Event | None = None
+        # The holder whose lock was taken over, when it was this Slurm job before a requeue.
+        self.taken_over_from: str | None = None
 
     def __enter__(self) -> RunDirLock:
         self.acquire()
@@ -249,6 +290,9 @@ class RunDirLock:
         except BlockingIOError:
             holder = _parse_record(os.pread(descriptor, 1 << 16, 0))
             os.close(descriptor)
+            if earlier_incarnation_of_this_job(holder):
+                self._take_over_from_earlier_incarnation(holder)
+                return False
             raise self._busy(holder) from None
         except OSError as error:
             os.close(descriptor)
@@ -280,6 +324,9 @@ class RunDirLock:
         except FileNotFoundError:
             return
         record = _parse_record(data)
+        if earlier_incarnation_of_this_job(record):
+            self._take_over_from_earlier_incarnation(record)
+            return
         if holder_is_alive(record, age_seconds=age):
             raise self._busy(record)
         stale = self.path.with_name(f"{LOCK_FILE_NAME}.dead-{os.getpid()}")
@@ -291,6 +338,15 @@ class RunDirLock:
             with contextlib.suppress(FileExistsError):
                 os.link(stale, self.path)
         stale.unlink(missing_ok=True)
+
+    def _take_over_from_earlier_incarnation(self, record: dict[str, Any]) -> None:
+        """Move aside the lock file of this Slurm job's run before its requeue; the caller
+        then takes a fresh one. Its lock, if its node still holds one, stays with the old file."""
+        aside = self.path.with_name(f"{LOCK_FILE_NAME}.requeued-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.rename(self.path, aside)
+            aside.unlink()
+        self.taken_over_from = describe_holder(record)
 
     def _write_record(self) -> None:
         assert self._fd is not None

@@ -218,6 +218,11 @@ def test_without_os_locks_the_record_is_the_lock(tmp_path, monkeypatch):
         raise OSError(errno.ENOLCK, "No locks available")
 
     monkeypatch.setattr(fcntl, "flock", no_locks)
+    requeued_once = {
+        "SLURM_CLUSTER_NAME": "test", "SLURM_JOB_ID": "4242", "SLURM_RESTART_COUNT": "1"
+    }  # fmt: skip
+    for name, value in requeued_once.items():  # this process: Slurm job 4242, requeued once
+        monkeypatch.setenv(name, value)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     sleeper = subprocess.Popen(["sleep", "60"])
@@ -232,6 +237,16 @@ def test_without_os_locks_the_record_is_the_lock(tmp_path, monkeypatch):
             "dead": (live | {"pid": 2**22 + 12345}, 0, False),
             "other host, fresh": (live | {"host": "node-elsewhere"}, 0, True),
             "other host, stale": (live | {"host": "node-elsewhere"}, 11 * 60, False),
+            "other host, fresh, this job before its requeue": (
+                live | {"host": "node-elsewhere", "slurm": job("4242", restart_count=0)},
+                0,
+                False,
+            ),
+            "other host, fresh, another job": (
+                live | {"host": "node-elsewhere", "slurm": job("4141", restart_count=0)},
+                0,
+                True,
+            ),
         }
         for name, (record, age, refused) in cases.items():
             path = run_dir / LOCK
@@ -273,6 +288,53 @@ def test_node_local_locks_are_recognised_from_the_mount_table():
     assert "local_lock=all" in node_local_locks(Path("/scratch/results/run"), table)
     assert "localflock" in node_local_locks(Path("/lustre/x"), table)
     assert "BeeGFS" in node_local_locks(Path("/beegfs/x"), table)
+
+
+def job(job_id: str, *, restart_count: int) -> dict[str, object]:
+    """A lock record's Slurm job on the test's cluster."""
+    return {"cluster": "test", "job_id": job_id, "restart_count": restart_count}
+
+
+def test_a_requeued_slurm_job_takes_its_lock_over_from_its_earlier_run(
+    tmp_path, killed, finished, capsys, monkeypatch
+):
+    """A job requeued after a node failure can find its earlier run's lock still held (the dead
+    node's NFS lock lingers): the holder, a live process here, recorded the same job with fewer
+    restarts, so the requeued run takes over at once. Any other holder still refuses."""
+    run_dir = copy_of(killed, tmp_path)
+    holder_code = (
+        "import sys, time; from pathlib import Path; from sacbench.run_lock import RunDirLock; "
+        "RunDirLock(Path(sys.argv[1]), program='python -m sacbench.train').acquire(); "
+        "print('held', flush=True); time.sleep(600)"
+    )
+    slurm = {"SLURM_CLUSTER_NAME": "test", "SLURM_JOB_ID": "4242"}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code, str(run_dir)], stdout=subprocess.PIPE, text=True,
+        env={key: value for key, value in os.environ.items() if key != "SLURM_RESTART_COUNT"}
+        | slurm,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline() == "held\n"
+        for name, value in slurm.items():
+            monkeypatch.setenv(name, value)
+        for job_id, restart_count in [("4343", "1"), ("4242", "0")]:  # another job; the same run
+            monkeypatch.setenv("SLURM_JOB_ID", job_id)
+            monkeypatch.setenv("SLURM_RESTART_COUNT", restart_count)
+            before = snapshot(run_dir)
+            status, err = train_here(run_dir, capsys)
+            assert status == 2 and f"pid {holder.pid} on host" in err, err
+            assert "Slurm job 4242" in err and snapshot(run_dir) == before
+        monkeypatch.setenv("SLURM_JOB_ID", "4242")
+        monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+        status, err = train_here(run_dir, capsys)
+        assert status == 0, err
+        assert f"over from python -m sacbench.train (pid {holder.pid} on host" in err, err
+        assert "this Slurm job before Slurm requeued it" in err
+        assert [session["start_step"] for session in sessions(run_dir)] == [0, 400]
+        assert_complete_and_identical(run_dir, finished)
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 # ---- 1. the pipeline: snakemake killed, unlocked, run again ------------------------------------

@@ -371,6 +371,12 @@ def execute(run: CommandRun, *, run_dir: Path, threads: int) -> int:
     the same run dir stops at once, naming this one. A wrapper killed with SIGKILL drops the
     lock with its life, and the kernel stops its command (see _die_with_parent)."""
     with RunDirLock(run_dir, program=PROGRAM) as lock:
+        if lock.taken_over_from:
+            print(
+                f"sacbench.run_command: warning: took {lock.path} over from "
+                f"{lock.taken_over_from}: this Slurm job before Slurm requeued it",
+                file=sys.stderr,
+            )
         remove_stray_temporaries(run_dir)
         return _execute_locked(run, run_dir=run_dir, threads=threads, lock=lock)
 

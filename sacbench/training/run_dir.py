@@ -525,6 +525,11 @@ def hold_run_dir(path: Path, *, program: str) -> Iterator[RunDir]:
     temporary files that a killed write left are removed first."""
     lock = RunDirLock(path, program=program)
     lock.acquire()
+    if lock.taken_over_from:
+        warn(
+            f"took {lock.path} over from {lock.taken_over_from}: this Slurm job before Slurm "
+            "requeued it"
+        )
     try:
         run_dir = RunDir(path)
         run_dir.lock = lock
