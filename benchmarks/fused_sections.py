@@ -14,7 +14,10 @@ batch 256, one thread) on random batches in alternating rounds; the script print
 - the update's product work, counted by torch.profiler from the ATen products the C++ calls (two
   more updates of the plain build; only their shapes are used), its rate in place, and what the
   products and the update would take at the lone matmul's rate;
-- both builds' ms per update, so the timers' own cost shows.
+- both builds' ms per update, so the timers' own cost shows;
+- where oneDNN's matmul runs, the plain build's ms per update with each library of float32
+  products (ATen's, i.e. MKL's, and oneDNN's) in alternating rounds, and their ratio: the
+  figure behind fused.float32_products_library's choice on this CPU.
 
     python -m benchmarks.fused_sections                      # HalfCheetah-v4 shapes
     python -m benchmarks.fused_sections --env Humanoid-v4
@@ -47,8 +50,10 @@ from benchmarks.common import (
     run_updates,
     seeded_fast_learner,
 )
+from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import (
+    FLOAT32_PRODUCTS_LIBRARIES,
     FusedFormulation,
     float32_products_through,
     fused_update_extension,
@@ -206,9 +211,47 @@ def main(argv: list[str] | None = None) -> int:
         f"ms per update, medians of {options.rounds} alternating rounds: plain build "
         f"{statistics.median(plain_ms):.2f}, timed build {statistics.median(timed_ms):.2f}"
     )
+    if onednn_matmul_missing(cpu_flags(read_cpuinfo())) is None:
+        library_ms = library_rounds(plain.formulation.extension, batches, shapes, options)
+        aten_ms, onednn_ms = (statistics.median(library_ms[name]) for name in ("aten", "onednn"))
+        print(
+            f"ms per update by float32 products' library, medians of {options.rounds} "
+            f"alternating rounds: aten (MKL) {aten_ms:.2f}, onednn {onednn_ms:.2f}; aten is "
+            f"{onednn_ms / aten_ms:.2f}x as fast as onednn; chosen here: "
+            f"{plain.formulation.extension.float32_products()}"
+        )
+    else:
+        print("float32 products' library: aten (oneDNN's matmul does not run on this CPU)")
     print(f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} CPUs")  # fmt: skip
     return 0
+
+
+def library_rounds(
+    extension: object, batches: list, shapes: dict[str, int], options: argparse.Namespace
+) -> dict[str, list[float]]:
+    """ms per update of two learners from one seed on the plain build, one multiplying its
+    float32 products through each library, in alternating rounds."""
+    bf16 = options.precision == "bf16"
+    learners = {
+        library: fused_learner(
+            extension, batch_size=options.batch_size, bf16_products=bf16, **shapes
+        )
+        for library in FLOAT32_PRODUCTS_LIBRARIES
+    }
+
+    def run(library: str, steps: range) -> None:
+        with float32_products_through(extension, library):
+            run_updates(learners[library], batches, steps)
+
+    first = LEARNING_STARTS + 2
+    for library in learners:
+        run(library, range(first, first + options.warmup))
+    aten_ms, onednn_ms = alternating_rounds(
+        "aten", "onednn", steps=range(first, first + options.updates), rounds=options.rounds,
+        run=run,
+    )  # fmt: skip
+    return {"aten": aten_ms, "onednn": onednn_ms}
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ from benchmarks import (
 )
 from benchmarks.common import shared_window_rates
 from sacbench.sac.args import Args, validate_args
+from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
+from sacbench.sac.fused import float32_products_library
 from tests import cleanrl_style
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,6 +81,19 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
         eager_mflop,
     )
     assert 0 < float(counted[2]) < kinds["product"] + 0.01, out
+    if onednn_matmul_missing(cpu_flags(read_cpuinfo())) is None:
+        libraries = re.search(
+            r"by float32 products' library, medians of 2 alternating rounds: aten \(MKL\) "
+            r"([\d.]+), onednn ([\d.]+); aten is ([\d.]+)x as fast as onednn; chosen here: "
+            r"(aten|onednn)",
+            out,
+        )
+        assert libraries is not None, out
+        aten_ms, onednn_ms, ratio = (float(libraries[group]) for group in (1, 2, 3))
+        assert aten_ms > 0 and onednn_ms > 0 and abs(ratio - onednn_ms / aten_ms) < 0.02, out
+        assert libraries[4] == float32_products_library(), out
+    else:
+        assert "library: aten (oneDNN's matmul does not run on this CPU)" in out, out
 
 
 # ---- benchmarks/train_sps.py: steady training SPS against the reference path or CleanRL's script

@@ -1,27 +1,56 @@
 """The choices made from CPU flags, against the recorded /proc/cpuinfo of every CPU kind the
 project has run on (tests/cpuinfo/): which library multiplies the fused update's float32
-products, whether oneDNN's matmul can run at all, and whether bfloat16 products run in hardware.
+products, whether oneDNN's matmul can run at all, and whether bfloat16 products run in hardware;
+and MKL's report of its code path, which that choice also reads.
 """
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from sacbench.sac.cpu_features import cpu_flags, has_native_bf16, onednn_matmul_missing
+from sacbench.sac.cpu_features import (
+    cpu_flags,
+    has_native_bf16,
+    mkl_runs_avx512,
+    onednn_matmul_missing,
+)
 from sacbench.sac.fused import FLOAT32_PRODUCTS_VARIABLE, float32_products_library
 from sacbench.sac.mixed_precision import native_bf16_products
 
 CPUINFO = Path(__file__).parent / "cpuinfo"
 
-# kind: (the float32 products' library by default, bfloat16 products in hardware)
+# MKL's report of its code path (the first line of its verbose mode). Ice Lake's is recorded
+# (tests/cpuinfo/intel-xeon-icelake.mkl); the others follow MKL's wording for the code path MKL
+# runs there: its AVX2 kernels on AMD's CPUs, AVX-512 ones on Intel's (docs/performance.md).
+MKL_AVX2 = (
+    "MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 architecture "
+    "Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2) enabled processors, Lnx 2.45GHz lp64 "
+    "gnu_thread"
+)
+MKL_AMX = (
+    "MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 architecture "
+    "Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support for INT8, BF16, "
+    "FP16 (limited) instructions, and Intel(R) Advanced Matrix Extensions (Intel(R) AMX) with "
+    "INT8 and BF16, Lnx 2.10GHz lp64 gnu_thread"
+)
+
+# kind: (MKL's report, the float32 products' library by default, bfloat16 products in hardware)
 EXPECTED = {
-    "zen3": ("aten", False),  # AVX2 only: oneDNN's matmul does not run, bf16 is emulated
-    "zen4": ("onednn", True),  # AVX-512 at 256-bit width, AVX512-BF16
-    "zen5": ("onednn", True),  # AVX-512 at full width, AVX512-BF16
-    "intel-xeon-amx": ("onednn", True),  # AVX-512, AMX-BF16
+    "zen3": (MKL_AVX2, "aten", False),  # AVX2 only: oneDNN's matmul does not run
+    "zen4": (MKL_AVX2, "onednn", True),  # AVX-512 at 256-bit width, AVX512-BF16
+    "zen5": (MKL_AVX2, "onednn", True),  # AVX-512 at full width, AVX512-BF16
+    "intel-xeon-amx": (MKL_AMX, "aten", True),  # AVX-512, AMX-BF16; MKL runs AVX-512
+    "intel-xeon-icelake": (  # AVX-512 without BF16 (emulated); MKL runs AVX-512
+        (CPUINFO / "intel-xeon-icelake.mkl").read_text().strip(),
+        "aten",
+        False,
+    ),
 }
 
 
@@ -29,28 +58,69 @@ def recorded(kind: str) -> str:
     return (CPUINFO / f"{kind}.txt").read_text()
 
 
+def mkl_report(kind: str):
+    return lambda: EXPECTED[kind][0]
+
+
 def test_every_recorded_kind_has_an_expectation():
     assert sorted(path.stem for path in CPUINFO.glob("*.txt")) == sorted(EXPECTED)
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
-def test_each_cpu_kind_chooses_by_its_flags(kind: str):
-    library, native_bf16 = EXPECTED[kind]
+def test_each_cpu_kind_chooses_by_its_flags_and_mkls_code_path(kind: str):
+    report, library, native_bf16 = EXPECTED[kind]
     flags = cpu_flags(recorded(kind))
     assert "avx2" in flags and "fma" in flags  # the line was read, not an empty set
-    assert float32_products_library(cpuinfo=recorded(kind), environ={}) == library
-    assert (onednn_matmul_missing(flags) is None) == (library == "onednn")
+    chosen = float32_products_library(cpuinfo=recorded(kind), environ={}, mkl_report=lambda: report)
+    assert chosen == library
+    onednn_runs = onednn_matmul_missing(flags) is None
+    assert onednn_runs == (kind != "zen3")
+    assert (library == "onednn") == (onednn_runs and not mkl_runs_avx512(report))
     assert has_native_bf16(flags) == native_bf16
     assert native_bf16_products(torch.device("cpu"), cpuinfo=CPUINFO / f"{kind}.txt") == (
         native_bf16
     )
 
 
+def test_mkls_report_is_read_for_its_avx512_kernels():
+    assert mkl_runs_avx512(EXPECTED["intel-xeon-icelake"][0])
+    assert mkl_runs_avx512(MKL_AMX)
+    assert not mkl_runs_avx512(MKL_AVX2)
+    assert not mkl_runs_avx512(None)
+    # Without a report (no MKL), oneDNN's products wherever they run.
+    assert float32_products_library(cpuinfo=recorded("intel-xeon-icelake"), environ={},
+                                    mkl_report=lambda: None) == "onednn"  # fmt: skip
+
+
+@pytest.mark.skipif(not torch.backends.mkl.is_available(), reason="this torch has no MKL")
+def test_mkl_reports_its_code_path_here_without_printing_it():
+    """In a fresh process: the report is MKL's header line, read once (MKL prints it only on
+    its first verbose call), and nothing of it reaches the process's standard output."""
+    code = (
+        "from sacbench.sac.cpu_features import mkl_code_path; import torch\n"
+        "print('before', flush=True)\n"
+        "report = mkl_code_path()\n"
+        "print('after', flush=True)\n"
+        "assert mkl_code_path() is report  # asked once per process\n"
+        "print(repr(report))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["before", "after"] and len(lines) == 3, done.stdout
+    report = ast.literal_eval(lines[2])
+    assert report.startswith("MKL_VERBOSE") and " architecture " in report
+    assert mkl_runs_avx512(report) == ("AVX-512" in report)
+
+
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_the_variable_chooses_any_library_the_cpu_can_run(kind: str):
     cpuinfo = recorded(kind)
-    assert float32_products_library(cpuinfo=cpuinfo, environ={FLOAT32_PRODUCTS_VARIABLE: "aten"})
-    can_run_onednn = EXPECTED[kind][0] == "onednn"
+    chosen = float32_products_library(
+        cpuinfo=cpuinfo, environ={FLOAT32_PRODUCTS_VARIABLE: "aten"}, mkl_report=mkl_report(kind)
+    )
+    assert chosen == "aten"
+    can_run_onednn = kind != "zen3"
     environ = {FLOAT32_PRODUCTS_VARIABLE: "onednn"}
     if can_run_onednn:
         assert float32_products_library(cpuinfo=cpuinfo, environ=environ) == "onednn"
@@ -70,7 +140,7 @@ def test_an_unknown_library_is_refused_by_name():
 
 
 def test_without_cpu_flags_nothing_optional_is_assumed(tmp_path: Path):
-    assert float32_products_library(cpuinfo="", environ={}) == "aten"
+    assert float32_products_library(cpuinfo="", environ={}, mkl_report=lambda: None) == "aten"
     assert not native_bf16_products(torch.device("cpu"), cpuinfo=tmp_path / "absent")
 
 

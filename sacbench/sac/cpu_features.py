@@ -1,4 +1,5 @@
-"""What this CPU can run, read from the flags of /proc/cpuinfo, never from its vendor or model.
+"""What this CPU can run, read from the flags of /proc/cpuinfo, never from its vendor or model,
+and which code path MKL, ATen's library, runs on it, as MKL itself reports it.
 
 Every choice the fast path makes by CPU (which library multiplies the fused update's float32
 products, whether bfloat16 products run in hardware) goes through these functions, so that
@@ -8,6 +9,12 @@ the project runs on (tests/cpuinfo/).
 
 from __future__ import annotations
 
+import ctypes
+import functools
+import os
+import re
+import sys
+import tempfile
 from pathlib import Path
 
 CPUINFO = Path("/proc/cpuinfo")
@@ -52,3 +59,48 @@ def onednn_matmul_missing(flags: frozenset[str]) -> str | None:
         return None
     first, *others = (" and ".join(sorted(needed - flags)) for needed in ONEDNN_MATMUL_FLAG_SETS)
     return first + "".join(f" (or {other})" for other in others)
+
+
+# How MKL's verbose mode names its AVX-512 code path in the first line it prints, e.g. "MKL_VERBOSE
+# oneMKL 2024.0 ... for Intel(R) 64 architecture Intel(R) Advanced Vector Extensions 512 (Intel(R)
+# AVX-512) ...". MKL picks its kernels itself and keeps the AVX-512 ones for Intel's CPUs: on
+# AMD's AVX-512 CPUs it runs its AVX2 ones.
+MKL_AVX512 = re.compile(r"AVX-?512")
+
+
+@functools.cache
+def mkl_code_path() -> str | None:
+    """The line in which MKL names the code path it runs on this CPU: the first line of its
+    verbose mode, which it prints once per process, on its first call with verbose on. One 8x8
+    product is run with verbose on and the process's standard output (file descriptor 1)
+    captured meanwhile, so nothing reaches the console or a log. None where torch has no MKL
+    or MKL printed no such line (its verbose mode was already on: $MKL_VERBOSE)."""
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return None
+    sys.stdout.flush()
+    libc = ctypes.CDLL(None)
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(1)
+        try:
+            os.dup2(captured.fileno(), 1)
+            try:
+                with torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+                    torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+            finally:
+                libc.fflush(None)  # MKL prints through C's buffered stdout
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        captured.seek(0)
+        printed = captured.read().decode(errors="replace")
+    for line in printed.splitlines():
+        if line.startswith("MKL_VERBOSE") and "architecture" in line:
+            return line
+    return None
+
+
+def mkl_runs_avx512(code_path: str | None) -> bool:
+    """Whether MKL's report of its code path (mkl_code_path) names AVX-512 kernels."""
+    return code_path is not None and MKL_AVX512.search(code_path) is not None

@@ -33,7 +33,7 @@ import os
 import platform
 import shutil
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,13 @@ from typing import Any
 import torch
 
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
-from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
+from sacbench.sac.cpu_features import (
+    cpu_flags,
+    mkl_code_path,
+    mkl_runs_avx512,
+    onednn_matmul_missing,
+    read_cpuinfo,
+)
 from sacbench.sac.policy import LOG_STD_HALF_RANGE
 
 # Resolved, links included: a tree whose source is a link to another's shares that tree's build.
@@ -174,21 +180,28 @@ FLOAT32_PRODUCTS_LIBRARIES = ("aten", "onednn")
 
 
 def float32_products_library(
-    *, cpuinfo: str | None = None, environ: Mapping[str, str] | None = None
+    *,
+    cpuinfo: str | None = None,
+    environ: Mapping[str, str] | None = None,
+    mkl_report: Callable[[], str | None] = mkl_code_path,
 ) -> str:
-    """Which library multiplies the fused update's float32 products: "onednn" (oneDNN's matmul
-    primitive, through libtorch) wherever the CPU's flags let it run, else "aten" (ATen's, MKL's
-    on x86, as on the eager path). On AMD Zen 5 oneDNN's products ran at twice MKL's rate, MKL
-    keeping its AVX-512 kernels for Intel's CPUs; on an AVX2-only CPU oneDNN's matmul does not
-    run at all. $SACBENCH_FLOAT32_PRODUCTS chooses instead where it is set (benchmarks time one
-    against the other); a library this CPU cannot run is refused, naming the flags it lacks.
-    Only the order of the products' sums differs between the two (float32 rounding)."""
+    """Which library multiplies the fused update's float32 products: "aten" (ATen's, MKL's on
+    x86, as on the eager path) or "onednn" (oneDNN's matmul primitive, through libtorch).
+    - Where the CPU's flags do not let oneDNN's matmul run (AVX2-only CPUs): ATen's.
+    - Where MKL runs its AVX-512 kernels (it says so in `mkl_report()`, cpu_features.mkl_code_path;
+      Intel's AVX-512 CPUs): ATen's. On an Intel Xeon (Ice Lake) MKL's products made the fused
+      update 1.16x-1.18x as fast as oneDNN's.
+    - Elsewhere (AVX-512 CPUs where MKL keeps to its AVX2 kernels: AMD's Zen 4 and Zen 5):
+      oneDNN's. On Zen 5 they made it 1.73x-1.81x as fast as MKL's.
+    $SACBENCH_FLOAT32_PRODUCTS chooses instead where it is set (benchmarks time one against the
+    other); a library this CPU cannot run is refused, naming the flags it lacks. Only the order
+    of the products' sums differs between the two (float32 rounding)."""
     environ = os.environ if environ is None else environ
     flags = cpu_flags(read_cpuinfo() if cpuinfo is None else cpuinfo)
     missing = onednn_matmul_missing(flags)
     chosen = environ.get(FLOAT32_PRODUCTS_VARIABLE)
     if chosen is None:
-        return "aten" if missing else "onednn"
+        return "aten" if missing or mkl_runs_avx512(mkl_report()) else "onednn"
     if chosen not in FLOAT32_PRODUCTS_LIBRARIES:
         raise ValueError(
             f"${FLOAT32_PRODUCTS_VARIABLE} is {chosen!r}; it must be one of "
