@@ -10,7 +10,12 @@ system drops the lock when its process dies, however it dies (SIGKILL, out of me
 lock left by a dead process never blocks a rerun; a process that finds the file but gets the
 lock simply takes it over. Linux emulates flock on NFS with POSIX byte-range locks, which go
 through the NFS lock manager, so it holds across the nodes of a cluster. The holder writes a
-JSON record of itself into the file (HolderRecord) for the refusals to name.
+JSON record of itself into the file (HolderRecord) for the refusals to name, and refreshes its
+modification time every HEARTBEAT_SECONDS. A lock whose holder's node died stays held on NFS
+until the server drops it (about 90 s for NFSv4; for NFSv3, not before the node comes back), so
+a flock held by another host whose record has not been refreshed for LEASE_SECONDS is taken as
+its dead holder's: its lock file is moved aside (a lock belongs to the file, not to its name)
+and a fresh one is locked. A holder on another host gets the same lease as in record mode.
 
 Where the file system refuses locks (ENOLCK, EOPNOTSUPP, ENOSYS, EINVAL), or where its locks
 are known to be node-local only (an NFS mount with `local_lock=flock|all`, e.g. `-o nolock`;
@@ -29,8 +34,8 @@ A Slurm job requeued after a node failure can find its own earlier run's lock st
 dead node's NFS lock lingers until the server reclaims it (about 90 s for NFSv4, until the node
 comes back for NFSv3), and a record's lease is 10 minutes. Slurm runs one incarnation of a job
 at a time and requeues it only once it counts the earlier one ended, so a holder that recorded
-the same job with a lower SLURM_RESTART_COUNT is gone: its lock file is moved aside (a lock
-belongs to the file, not to its name) and a fresh one is taken at once, in either mode.
+the same job with a lower SLURM_RESTART_COUNT is gone: its lock file is moved aside and a fresh
+one is taken at once, in either mode, without waiting for the lease.
 """
 
 from __future__ import annotations
@@ -161,6 +166,15 @@ def _parse_record(data: bytes) -> dict[str, Any] | None:
     return record if isinstance(record, dict) else None
 
 
+def holder_on_a_silent_host(record: dict[str, Any] | None, *, age_seconds: float) -> bool:
+    """Whether a flock's holder is on another host and has not refreshed its record for
+    LEASE_SECONDS: its node died and the NFS server still holds its lock. A holder on this
+    host is judged by the kernel's lock alone."""
+    if record is None or record.get("host") == socket.gethostname():
+        return False
+    return age_seconds >= LEASE_SECONDS
+
+
 def holder_is_alive(record: dict[str, Any] | None, *, age_seconds: float) -> bool:
     """Record mode's judgement of a record found in place (see the module's docstring)."""
     if record is None:  # being written, or garbled: give it the lease
@@ -234,7 +248,7 @@ class RunDirLock:
         self.created_dir = False
         self._fd: int | None = None
         self._heartbeat: threading.Event | None = None
-        # The holder whose lock was taken over, when it was this Slurm job before a requeue.
+        # The holder whose lock was taken over (known or presumed dead), and why.
         self.taken_over_from: str | None = None
 
     def __enter__(self) -> RunDirLock:
@@ -257,8 +271,7 @@ class RunDirLock:
                 reason = "the file system refuses locks"
                 continue
             if done:
-                if self.mode == "record":
-                    self._start_heartbeat()
+                self._start_heartbeat()
                 return
         raise RunDirBusy(f"{self.run_dir}: could not take {self.path} (its holder kept changing)")
 
@@ -289,9 +302,13 @@ class RunDirLock:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _parse_record(os.pread(descriptor, 1 << 16, 0))
+            age = time.time() - os.fstat(descriptor).st_mtime
             os.close(descriptor)
             if earlier_incarnation_of_this_job(holder):
-                self._take_over_from_earlier_incarnation(holder)
+                self._take_over(holder, "this Slurm job before Slurm requeued it")
+                return False
+            if holder_on_a_silent_host(holder, age_seconds=age):
+                self._take_over(holder, f"its record was last refreshed {age / 60:.0f} minutes ago")
                 return False
             raise self._busy(holder) from None
         except OSError as error:
@@ -325,7 +342,7 @@ class RunDirLock:
             return
         record = _parse_record(data)
         if earlier_incarnation_of_this_job(record):
-            self._take_over_from_earlier_incarnation(record)
+            self._take_over(record, "this Slurm job before Slurm requeued it")
             return
         if holder_is_alive(record, age_seconds=age):
             raise self._busy(record)
@@ -339,14 +356,14 @@ class RunDirLock:
                 os.link(stale, self.path)
         stale.unlink(missing_ok=True)
 
-    def _take_over_from_earlier_incarnation(self, record: dict[str, Any]) -> None:
-        """Move aside the lock file of this Slurm job's run before its requeue; the caller
-        then takes a fresh one. Its lock, if its node still holds one, stays with the old file."""
-        aside = self.path.with_name(f"{LOCK_FILE_NAME}.requeued-{os.getpid()}")
+    def _take_over(self, record: dict[str, Any] | None, why: str) -> None:
+        """Move aside the lock file of a holder known or presumed dead; the caller then takes a
+        fresh one. Its lock, if its node still holds one, stays with the old file."""
+        aside = self.path.with_name(f"{LOCK_FILE_NAME}.dead-{os.getpid()}")
         with contextlib.suppress(FileNotFoundError):
             os.rename(self.path, aside)
             aside.unlink()
-        self.taken_over_from = describe_holder(record)
+        self.taken_over_from = f"{describe_holder(record)}: {why}"
 
     def _write_record(self) -> None:
         assert self._fd is not None

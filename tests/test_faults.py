@@ -337,6 +337,44 @@ def test_a_requeued_slurm_job_takes_its_lock_over_from_its_earlier_run(
         holder.wait()
 
 
+def test_a_flock_whose_holder_on_another_host_went_silent_is_taken_over(tmp_path):
+    """A node that died holding an NFS lock: the flock stays held and the holder's record is
+    no longer refreshed. Held while the record is younger than the lease; taken over after."""
+    from sacbench.run_lock import LEASE_SECONDS, RunDirBusy, RunDirLock
+
+    run_dir = tmp_path / "run"
+    holder_code = (
+        "import json, sys, time; from pathlib import Path; from sacbench.run_lock import "
+        "RunDirLock; run_dir = Path(sys.argv[1]); "
+        "RunDirLock(run_dir, program='python -m sacbench.train').acquire(); "
+        "path = run_dir / '.sacbench.lock'; record = json.loads(path.read_text()); "
+        "path.write_text(json.dumps(record | {'host': 'node-elsewhere'})); "
+        "print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code, str(run_dir)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(RunDirBusy, match=rf"pid {holder.pid} on host node-elsewhere"):
+            RunDirLock(run_dir, program="another").acquire()
+        silent_since = time.time() - LEASE_SECONDS - 120
+        os.utime(run_dir / LOCK, (silent_since, silent_since))
+        lock = RunDirLock(run_dir, program="another")
+        lock.acquire()
+        assert lock.mode == "flock" and f"pid {holder.pid} on host node-elsewhere" in (
+            lock.taken_over_from
+        )
+        assert "last refreshed 12 minutes ago" in lock.taken_over_from
+        assert json.loads((run_dir / LOCK).read_text())["pid"] == os.getpid()
+        with pytest.raises(RunDirBusy):  # the new lock holds
+            RunDirLock(run_dir, program="a third").acquire()
+        lock.release()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # ---- 1. the pipeline: snakemake killed, unlocked, run again ------------------------------------
 
 PIPELINE_CONFIG = {

@@ -373,8 +373,7 @@ def execute(run: CommandRun, *, run_dir: Path, threads: int) -> int:
     with RunDirLock(run_dir, program=PROGRAM) as lock:
         if lock.taken_over_from:
             print(
-                f"sacbench.run_command: warning: took {lock.path} over from "
-                f"{lock.taken_over_from}: this Slurm job before Slurm requeued it",
+                f"sacbench.run_command: warning: took {lock.path} over from {lock.taken_over_from}",
                 file=sys.stderr,
             )
         remove_stray_temporaries(run_dir)

@@ -526,10 +526,7 @@ def hold_run_dir(path: Path, *, program: str) -> Iterator[RunDir]:
     lock = RunDirLock(path, program=program)
     lock.acquire()
     if lock.taken_over_from:
-        warn(
-            f"took {lock.path} over from {lock.taken_over_from}: this Slurm job before Slurm "
-            "requeued it"
-        )
+        warn(f"took {lock.path} over from {lock.taken_over_from}")
     try:
         run_dir = RunDir(path)
         run_dir.lock = lock
