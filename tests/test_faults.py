@@ -535,8 +535,11 @@ def test_a_finished_run_without_metadata_is_repaired_from_its_final_state(
     run_dir = copy_of(finished, tmp_path)
     (run_dir / "metadata.json").unlink()
     events = {path.name: path.read_bytes() for path in run_dir.glob("*tfevents*")}
+    completed_at = (run_dir / "complete.json").stat().st_mtime_ns
     status, err = train_here(run_dir, capsys)
     assert status == 0, err
+    # Rewritten after the repair, so that Snakemake extracts the run again.
+    assert (run_dir / "complete.json").stat().st_mtime_ns > completed_at
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert metadata["args"]["total_timesteps"] == 600 and metadata["exit_status"] == "completed"
     assert "metadata.json is missing" in metadata["recovered"]["because"]
@@ -832,16 +835,30 @@ def test_a_cell_says_when_its_runs_differ_in_length(tmp_path):
         assert "[" in row  # the mark sits in the cell
 
 
-def test_the_pipeline_extracts_a_run_again_when_its_records_changed(tmp_path):
-    shorter = {"total_timesteps": 600, "learning_starts": 100}
-    config = PIPELINE_CONFIG | {"train": PIPELINE_CONFIG["train"] | shorter}
-    workdir = workflow_copy(tmp_path, config)
+def test_an_extraction_of_an_older_sacbench_is_refused_and_made_again_by_the_pipeline(tmp_path):
+    """Extracted by a sacbench before digests (its extract rule without the format param, its
+    summary without the records): the tables refuse it, and the pipeline extracts it again."""
+    shorter = PIPELINE_CONFIG["train"] | {"total_timesteps": 600, "learning_starts": 100}
+    workdir = workflow_copy(tmp_path, PIPELINE_CONFIG | {"train": shorter})
+    (workdir / "workflow").unlink()
+    shutil.copytree(Path(__file__).parents[1] / "workflow", workdir / "workflow")
+    rule = workdir / "workflow/rules/extract.smk"
+    rule.write_text(
+        "".join(line for line in rule.read_text().splitlines(keepends=True)
+                if "extraction_format" not in line)
+    )  # fmt: skip
     assert run_verbatim(workdir, "snakemake --cores 1").returncode == 0
-    extracted = workdir / f"results/extracted/sac_continuous_action/{ENV_ID}/1.json"
-    first = extracted.stat().st_mtime_ns
-    metadata = workdir / RUN / "metadata.json"
-    metadata.write_text(metadata.read_text())  # a later session, or a repair, rewrote it
+    summary_path = workdir / f"results/extracted/sac_continuous_action/{ENV_ID}/1.json"
+    summary = json.loads(summary_path.read_text())
+    for key in ("format", "rows_per_tag", "csv_sha256", "summary_sha256"):
+        summary["extraction"].pop(key, None)
+    summary_path.write_text(json.dumps(summary))
+    refused = run_verbatim(workdir, "snakemake --cores 1 results/sac_runtimes.md")
+    assert refused.returncode != 0
+    log = (workdir / "results/logs/tables/sac_runtimes.log").read_text()
+    assert "1.json records no digest of 1.csv" in log and "extract the run again" in log, log
+    shutil.rmtree(workdir / "workflow")
+    (workdir / "workflow").symlink_to(Path(__file__).parents[1] / "workflow")  # the upgrade
     again = run_verbatim(workdir, "snakemake --cores 1")
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "rule extract" in again.stderr or "extract" in again.stderr
-    assert extracted.stat().st_mtime_ns > first
+    assert "csv_sha256" in json.loads(summary_path.read_text())["extraction"]

@@ -411,19 +411,26 @@ class RunDir:
 
     def restore_completion(self, record: dict[str, Any]) -> None:
         """Finish what a kill during `finish` left undone, and repair a finished run's lost or
-        damaged records from its final state; trains nothing."""
-        if self.final_state():
+        damaged records from its final state; trains nothing.
+
+        complete.json is written last, and rewritten whenever metadata.json changed here, so
+        that its newer time tells Snakemake to extract the run again."""
+        rebuilt = bool(self.final_state()) and self.records().metadata is None
+        if rebuilt:
             self._repair_metadata(completion=record)
         self.previous_state_path.unlink(missing_ok=True)
         self._remove_buffer_chunks(keep=())
-        if self.is_complete() and not self._complete_record_intact(record):
-            self._set_aside(self.complete_path, f"{self.complete_path} is damaged")
-        if not self.complete_path.exists():
-            write_json_atomically(self.complete_path, record)
         metadata = self._read_metadata() if self.metadata_path.exists() else {}
         sessions = metadata.get("sessions") or []
-        if sessions and sessions[-1].get("exit_status") == "running":
+        ended = bool(sessions) and sessions[-1].get("exit_status") == "running"
+        if ended:
             self.end_session(exit_status="completed", end_step=record["global_step"])
+        intact = self.is_complete() and self._complete_record_intact(record)
+        if self.is_complete() and not intact:
+            self._set_aside(self.complete_path, f"{self.complete_path} is damaged")
+        if not intact or rebuilt or ended:
+            written = json.loads(self.complete_path.read_text()) if intact else record
+            write_json_atomically(self.complete_path, written)
 
     def _remove_buffer_chunks(self, *, keep: Collection[str]) -> None:
         for chunk in self.checkpoint_dir.glob("rows-*.npz"):

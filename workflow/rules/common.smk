@@ -82,17 +82,6 @@ def extracted_summaries(wildcards):
     return run_matrix_paths("extracted/{variant}/{env_id}/{seed}.json")
 
 
-def run_records_of(wildcards):
-    """The run's metadata.json, once it exists: an input of its extraction besides
-    complete.json, so that a run whose record changed after it was extracted (a session that
-    rewrote it, a repair) is extracted again. Before the run has started there is none, and
-    the train job that makes it is what the extraction waits for."""
-    path = results(
-        f"runs/{wildcards.variant}/{wildcards.env_id}/{wildcards.seed}/metadata.json"
-    )
-    return [path] if os.path.isfile(path) else []
-
-
 def run_dir_of_output(wildcards, output):
     """A train job's run dir: the folder holding its completion record."""
     return str(Path(output.complete).parent)

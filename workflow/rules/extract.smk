@@ -1,7 +1,8 @@
 # A run's TensorBoard events -> a tidy table (tag, step, wall_time, value) plus a JSON summary
 # of its metadata, offline, which records what the table holds (rows per tag, digests) for the
-# reports to check. Reruns whenever the run's completion record or metadata.json is newer, and
-# when the extraction's format changes (its param), so that no report reads a stale extraction.
+# reports to check. Reruns whenever the run's completion record is newer (the trainer rewrites it
+# whenever it changes a finished run's records), and when the extraction's format changes (its
+# param: an extraction of an older sacbench is made again), so no report reads a stale one.
 # A local rule: on a cluster it runs on the submit host (reading one run; no allocation needed).
 localrules:
     extract,
@@ -10,7 +11,6 @@ localrules:
 rule extract:
     input:
         complete=results("runs/{variant}/{env_id}/{seed}/complete.json"),
-        records=run_records_of,
     output:
         table=results("extracted/{variant}/{env_id}/{seed}.csv"),
         summary=results("extracted/{variant}/{env_id}/{seed}.json"),
