@@ -529,6 +529,21 @@ def test_a_run_without_metadata_refuses_other_settings_finished_or_not(
     assert snapshot(run_dir) == before
 
 
+def test_a_run_without_metadata_and_with_damaged_checkpoints_is_refused_naming_them(
+    tmp_path, killed, capsys
+):
+    run_dir = copy_of(killed, tmp_path)
+    (run_dir / "metadata.json").unlink()
+    for name in ("state.pt", "state.prev.pt"):
+        cut(run_dir / "checkpoint" / name, 100)
+    before = snapshot(run_dir)
+    status, err = train_here(run_dir, capsys)
+    assert status == 2, err
+    assert "metadata.json is missing, and no usable checkpoint records the run's settings" in err
+    assert "state.pt: " in err and "state.prev.pt: " in err and "did not make" not in err, err
+    assert snapshot(run_dir) == before
+
+
 def test_a_finished_run_without_metadata_is_repaired_from_its_final_state(
     tmp_path, finished, capsys
 ):

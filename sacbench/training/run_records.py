@@ -196,15 +196,15 @@ def unverifiable(run_dir: Path, records: Records) -> str | None:
             f"cannot be checked. Restore {metadata.name}, or move {run_dir} away to train "
             "afresh; nothing was changed"
         )
-    if records.metadata_problem != "missing":
+    if records.metadata_problem != "missing" or records.passed_over:
+        reasons = "".join(f"; {path}: {why}" for path, why in records.passed_over.items())
         return (
             f"{metadata} is {records.metadata_problem}, and no usable checkpoint records the "
-            f"run's settings to rebuild it from. Restore it, or move {run_dir} away to train "
-            "afresh; nothing was changed"
+            f"run's settings to rebuild it from{reasons}. Restore {metadata.name}, or move "
+            f"{run_dir} away to train afresh; nothing was changed"
         )
     unknown = [path.name for path in event_files(run_dir)]
     unknown += [name for name in (COMPLETE_FILE,) if (run_dir / name).exists()]
-    unknown += [path.name for path in records.passed_over]
     if unknown:
         return (
             f"{run_dir} holds {', '.join(sorted(unknown))} but no {metadata.name}: sacbench did "
