@@ -302,15 +302,17 @@ class RunDirLock:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _parse_record(os.pread(descriptor, 1 << 16, 0))
-            age = time.time() - os.fstat(descriptor).st_mtime
+            judged = os.fstat(descriptor)
+            age = time.time() - judged.st_mtime
             os.close(descriptor)
             if earlier_incarnation_of_this_job(holder):
-                self._take_over(holder, "this Slurm job before Slurm requeued it")
-                return False
-            if holder_on_a_silent_host(holder, age_seconds=age):
-                self._take_over(holder, f"its record was last refreshed {age / 60:.0f} minutes ago")
-                return False
-            raise self._busy(holder) from None
+                why = "this Slurm job before Slurm requeued it"
+            elif holder_on_a_silent_host(holder, age_seconds=age):
+                why = f"its record was last refreshed {age / 60:.0f} minutes ago"
+            else:
+                raise self._busy(holder) from None
+            self._take_over(holder, why, judged=judged)
+            return False
         except OSError as error:
             os.close(descriptor)
             if error.errno in NO_LOCKS:
@@ -356,13 +358,25 @@ class RunDirLock:
                 os.link(stale, self.path)
         stale.unlink(missing_ok=True)
 
-    def _take_over(self, record: dict[str, Any] | None, why: str) -> None:
+    def _take_over(
+        self, record: dict[str, Any] | None, why: str, *, judged: os.stat_result | None = None
+    ) -> None:
         """Move aside the lock file of a holder known or presumed dead; the caller then takes a
-        fresh one. Its lock, if its node still holds one, stays with the old file."""
+        fresh one. Its lock, if its node still holds one, stays with the old file. `judged`:
+        the file that was judged; if another process put a fresh one in its place meanwhile
+        (it took over first), that one is put back, and the caller tries again."""
         aside = self.path.with_name(f"{LOCK_FILE_NAME}.dead-{os.getpid()}")
-        with contextlib.suppress(FileNotFoundError):
+        try:
             os.rename(self.path, aside)
+        except FileNotFoundError:
+            return
+        moved = os.stat(aside)
+        if judged is not None and (moved.st_dev, moved.st_ino) != (judged.st_dev, judged.st_ino):
+            with contextlib.suppress(FileExistsError):
+                os.link(aside, self.path)
             aside.unlink()
+            return
+        aside.unlink()
         self.taken_over_from = f"{describe_holder(record)}: {why}"
 
     def _write_record(self) -> None:

@@ -375,6 +375,26 @@ def test_a_flock_whose_holder_on_another_host_went_silent_is_taken_over(tmp_path
         holder.wait()
 
 
+def test_a_takeover_puts_back_a_lock_file_that_another_takeover_made_first(tmp_path):
+    """Two processes that judge one dead holder's lock at once: the one that comes second finds
+    the other's fresh lock file in place of the one it judged, puts it back and tries again,
+    so that the two never both hold the run dir."""
+    from sacbench.run_lock import RunDirLock
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    path = run_dir / LOCK
+    path.write_text("the dead holder's")
+    judged = os.stat(path)
+    fresh = run_dir / "fresh"
+    fresh.write_text("the first taker's")
+    os.replace(fresh, path)
+    late = RunDirLock(run_dir, program="the second taker")
+    late._take_over({"host": "node-elsewhere", "pid": 1}, "presumed dead", judged=judged)
+    assert path.read_text() == "the first taker's" and late.taken_over_from is None
+    assert [entry.name for entry in run_dir.iterdir()] == [LOCK]
+
+
 # ---- 1. the pipeline: snakemake killed, unlocked, run again ------------------------------------
 
 PIPELINE_CONFIG = {
