@@ -128,6 +128,16 @@ def cut(path: Path, size: int) -> None:
     os.truncate(path, size)
 
 
+def damage_file(path: Path, damage: str) -> None:
+    """Delete `path`, or garble or truncate it in the middle."""
+    if damage == "deleted":
+        path.unlink()
+    elif damage == "garbled":
+        flip_byte(path, path.stat().st_size // 2)
+    else:
+        cut(path, path.stat().st_size // 2)
+
+
 def assert_complete_and_identical(run_dir: Path, finished: Path) -> None:
     """Complete, each step logged once, every reproducible scalar equal to the uninterrupted
     run's, and the extraction's reader (which rejects duplicates and damage) agrees."""
@@ -295,6 +305,24 @@ def job(job_id: str, *, restart_count: int) -> dict[str, object]:
     return {"cluster": "test", "job_id": job_id, "restart_count": restart_count}
 
 
+def live_lock_holder(
+    run_dir: Path, *, then: str = "", env: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """A process that locks `run_dir` as the trainer would, runs `then` (Python, with `run_dir`
+    bound), and sleeps holding the lock; returned once it holds it."""
+    code = (
+        "import sys, time; from pathlib import Path; from sacbench.run_lock import RunDirLock; "
+        "run_dir = Path(sys.argv[1]); "
+        "RunDirLock(run_dir, program='python -m sacbench.train').acquire(); "
+        f"{then or 'pass'}; print('held', flush=True); time.sleep(600)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(run_dir)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+    return holder
+
+
 def test_a_requeued_slurm_job_takes_its_lock_over_from_its_earlier_run(
     tmp_path, killed, finished, capsys, monkeypatch
 ):
@@ -302,19 +330,13 @@ def test_a_requeued_slurm_job_takes_its_lock_over_from_its_earlier_run(
     node's NFS lock lingers): the holder, a live process here, recorded the same job with fewer
     restarts, so the requeued run takes over at once. Any other holder still refuses."""
     run_dir = copy_of(killed, tmp_path)
-    holder_code = (
-        "import sys, time; from pathlib import Path; from sacbench.run_lock import RunDirLock; "
-        "RunDirLock(Path(sys.argv[1]), program='python -m sacbench.train').acquire(); "
-        "print('held', flush=True); time.sleep(600)"
-    )
     slurm = {"SLURM_CLUSTER_NAME": "test", "SLURM_JOB_ID": "4242"}
-    holder = subprocess.Popen(
-        [sys.executable, "-c", holder_code, str(run_dir)], stdout=subprocess.PIPE, text=True,
+    holder = live_lock_holder(
+        run_dir,
         env={key: value for key, value in os.environ.items() if key != "SLURM_RESTART_COUNT"}
         | slurm,
-    )  # fmt: skip
+    )
     try:
-        assert holder.stdout.readline() == "held\n"
         for name, value in slurm.items():
             monkeypatch.setenv(name, value)
         for job_id, restart_count in [("4343", "1"), ("4242", "0")]:  # another job; the same run
@@ -343,19 +365,12 @@ def test_a_flock_whose_holder_on_another_host_went_silent_is_taken_over(tmp_path
     from sacbench.run_lock import LEASE_SECONDS, RunDirBusy, RunDirLock
 
     run_dir = tmp_path / "run"
-    holder_code = (
-        "import json, sys, time; from pathlib import Path; from sacbench.run_lock import "
-        "RunDirLock; run_dir = Path(sys.argv[1]); "
-        "RunDirLock(run_dir, program='python -m sacbench.train').acquire(); "
-        "path = run_dir / '.sacbench.lock'; record = json.loads(path.read_text()); "
-        "path.write_text(json.dumps(record | {'host': 'node-elsewhere'})); "
-        "print('held', flush=True); time.sleep(600)"
+    then = (
+        "import json; path = run_dir / '.sacbench.lock'; record = json.loads(path.read_text()); "
+        "path.write_text(json.dumps(record | {'host': 'node-elsewhere'}))"
     )
-    holder = subprocess.Popen(
-        [sys.executable, "-c", holder_code, str(run_dir)], stdout=subprocess.PIPE, text=True
-    )
+    holder = live_lock_holder(run_dir, then=then)
     try:
-        assert holder.stdout.readline() == "held\n"
         with pytest.raises(RunDirBusy, match=rf"pid {holder.pid} on host node-elsewhere"):
             RunDirLock(run_dir, program="another").acquire()
         silent_since = time.time() - LEASE_SECONDS - 120
@@ -602,12 +617,7 @@ def test_a_damaged_newest_checkpoint_resumes_from_the_one_before(
 ):
     run_dir = copy_of(killed, tmp_path)
     state = run_dir / "checkpoint" / "state.pt"
-    if damage == "deleted":
-        state.unlink()
-    elif damage == "garbled":
-        flip_byte(state, state.stat().st_size // 2)
-    else:
-        cut(state, state.stat().st_size // 2)
+    damage_file(state, damage)
     status, err = train_here(run_dir, capsys)
     assert status == 0, err
     assert [session["start_step"] for session in sessions(run_dir)] == [0, 200]
@@ -620,12 +630,7 @@ def test_a_damaged_newest_buffer_chunk_resumes_from_the_checkpoint_before(
 ):
     run_dir = copy_of(killed, tmp_path)
     chunk = run_dir / "checkpoint" / NEWEST_CHUNK
-    if damage == "deleted":
-        chunk.unlink()
-    elif damage == "garbled":
-        flip_byte(chunk, chunk.stat().st_size // 2)
-    else:
-        cut(chunk, chunk.stat().st_size // 2)
+    damage_file(chunk, damage)
     status, err = train_here(run_dir, capsys)
     assert status == 0, err
     assert str(chunk) in err  # the warning names it
