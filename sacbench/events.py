@@ -24,14 +24,16 @@ import os
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import google_crc32c
 import numpy as np
-import pandas as pd
 from tensorboard.compat.proto import event_pb2
 
 from sacbench.tags import EVAL_EPISODE_TAGS, EVENT_FILE_MARKER
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Reader = Literal["records", "event-accumulator"]
 READERS: tuple[str, ...] = ("records", "event-accumulator")
@@ -161,7 +163,11 @@ def _check_first_event(path: Path, first_payload: bytes | None) -> None:
         )
 
 
-def _frame(tags: list[str], steps: list[int], wall_times: list[float], values: list[float]):
+def _frame(
+    tags: list[str], steps: list[int], wall_times: list[float], values: list[float]
+) -> pd.DataFrame:
+    import pandas as pd  # here, not at the top: the trainer imports this module, never pandas
+
     return pd.DataFrame(
         {
             "tag": pd.Series(tags, dtype=object),
@@ -268,6 +274,8 @@ def read_run_scalars(run_dir: Path | str, *, reader: Reader = "records") -> pd.D
     exception: an evaluation writes one point per episode at its step, all in one file, so for
     them only a (tag, step) pair found in two files is an error.
     """
+    import pandas as pd
+
     run_dir = Path(run_dir)
     files = run_event_files(run_dir)
     if not files:
