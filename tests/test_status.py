@@ -621,3 +621,14 @@ def test_no_config_in_the_current_folder(tmp_path):
     completed = status(tmp_path)
     assert completed.returncode == 2
     assert f"no config.yaml in {tmp_path}" in completed.stderr
+
+
+def test_status_starts_without_torch():
+    """`python -m sacbench.status` reads records only; importing torch would add about a second
+    to every call, and to every refresh a user's `watch` makes."""
+    code = "import sys, sacbench.pipeline.status; print(sorted(sys.modules))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "'sacbench.pipeline.external'" in loaded  # the command wrapper's records, which it reads
+    assert "'torch'" not in loaded
