@@ -20,7 +20,11 @@ from sacbench.sac.cpu_features import (
     mkl_runs_avx512,
     onednn_matmul_missing,
 )
-from sacbench.sac.fused import FLOAT32_PRODUCTS_VARIABLE, float32_products_library
+from sacbench.sac.fused import (
+    FLOAT32_PRODUCTS_VARIABLE,
+    float32_products_library,
+    kept_mkl_code_path,
+)
 from sacbench.sac.mixed_precision import native_bf16_products
 
 CPUINFO = Path(__file__).parent / "cpuinfo"
@@ -111,6 +115,32 @@ def test_mkl_reports_its_code_path_here_without_printing_it():
     report = ast.literal_eval(lines[2])
     assert report.startswith("MKL_VERBOSE") and " architecture " in report
     assert mkl_runs_avx512(report) == ("AVX-512" in report)
+
+
+def test_mkls_report_is_asked_once_per_build_folder_and_mkl_setting(tmp_path: Path):
+    asked: list[str | None] = []
+
+    def report(answer: str | None):
+        return lambda: asked.append(answer) or answer
+
+    build = tmp_path / "build"
+    plain = {"PATH": "/usr/bin"}
+    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_AMX)) == MKL_AMX
+    # Kept: a later process reads the file and does not ask MKL again.
+    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_AVX2)) == MKL_AMX
+    assert asked == [MKL_AMX]
+    # MKL's own settings can change its code path: they are asked for apart.
+    avx2_only = {**plain, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+    assert kept_mkl_code_path(build, environ=avx2_only, report=report(MKL_AVX2)) == MKL_AVX2
+    # No report (no MKL, or its verbose mode already on) is kept as no report.
+    verbose = {**plain, "MKL_VERBOSE": "1"}
+    assert kept_mkl_code_path(build, environ=verbose, report=report(None)) is None
+    assert kept_mkl_code_path(build, environ=verbose, report=report(MKL_AMX)) is None
+    assert asked == [MKL_AMX, MKL_AVX2, None]
+    # Another build (another CPU kind, torch or checkout) asks for its own.
+    assert (
+        kept_mkl_code_path(tmp_path / "other", environ=plain, report=report(MKL_AVX2)) == MKL_AVX2
+    )
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))

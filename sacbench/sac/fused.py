@@ -40,6 +40,7 @@ from typing import Any
 
 import torch
 
+from sacbench.atomic import write_atomically
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import (
     cpu_flags,
@@ -175,6 +176,30 @@ def build_name(source: Path, flags: list[str], *, section_times: bool = False) -
     return f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}"
 
 
+def kept_mkl_code_path(
+    directory: Path,
+    *,
+    environ: Mapping[str, str] | None = None,
+    report: Callable[[], str | None] = mkl_code_path,
+) -> str | None:
+    """MKL's report of its code path (cpu_features.mkl_code_path), kept in the build's folder
+    `directory`: asking MKL costs 0.3-0.4 s of CPU in every process (it times the CPU's clock for
+    that report), and the build's name already pins what the answer depends on, the CPU kind and
+    torch's MKL. MKL's own settings ($MKL_*) can change its code path, so each set of them has its
+    own file. An empty file keeps a report of None."""
+    environ = os.environ if environ is None else environ
+    settings = sorted((key, value) for key, value in environ.items() if key.startswith("MKL_"))
+    digest = hashlib.sha256(repr(settings).encode()).hexdigest()[:8]
+    kept = directory / f"mkl-code-path-{digest}.txt"
+    try:
+        return kept.read_text() or None
+    except FileNotFoundError:
+        pass
+    answer = report()
+    write_atomically(kept, answer or "")
+    return answer
+
+
 FLOAT32_PRODUCTS_VARIABLE = "SACBENCH_FLOAT32_PRODUCTS"
 FLOAT32_PRODUCTS_LIBRARIES = ("aten", "onednn")
 
@@ -232,7 +257,11 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
     `section_times`, a separate build that also times each of its sections in place
     (benchmarks/fused_sections.py reads them)."""
-    library = float32_products_library()  # a refused $SACBENCH_FLOAT32_PRODUCTS stops here
+    flags = compiler_flags(section_times=section_times)
+    name = build_name(SOURCE, flags, section_times=section_times)
+    directory = build_directory(name)
+    # A refused $SACBENCH_FLOAT32_PRODUCTS stops here.
+    library = float32_products_library(mkl_report=functools.partial(kept_mkl_code_path, directory))
     missing = missing_build_tools()
     if missing:
         raise FusedUpdateUnavailable(
@@ -241,9 +270,6 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
         )
     from torch.utils.cpp_extension import load
 
-    flags = compiler_flags(section_times=section_times)
-    name = build_name(SOURCE, flags, section_times=section_times)
-    directory = build_directory(name)
     try:
         with ninja_on_path(), exclusive_build(directory):
             extension = load(
