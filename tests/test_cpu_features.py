@@ -29,32 +29,31 @@ from sacbench.sac.mixed_precision import native_bf16_products
 
 CPUINFO = Path(__file__).parent / "cpuinfo"
 
-# MKL's report of its code path (the first line of its verbose mode). Ice Lake's is recorded
-# (tests/cpuinfo/intel-xeon-icelake.mkl); the others follow MKL's wording for the code path MKL
-# runs there: its AVX2 kernels on AMD's CPUs, AVX-512 ones on Intel's (docs/performance.md).
+# MKL's report of its code path (the first line of its verbose mode). The Intel kinds' are
+# recorded (tests/cpuinfo/*.mkl); the AMD kinds' follows MKL's wording for the code path it runs
+# there: its AVX2 kernels on AMD's CPUs (docs/performance.md).
 MKL_AVX2 = (
     "MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 architecture "
     "Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2) enabled processors, Lnx 2.45GHz lp64 "
     "gnu_thread"
 )
-MKL_AMX = (
-    "MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 architecture "
-    "Intel(R) Advanced Vector Extensions 512 (Intel(R) AVX-512) with support for INT8, BF16, "
-    "FP16 (limited) instructions, and Intel(R) Advanced Matrix Extensions (Intel(R) AMX) with "
-    "INT8 and BF16, Lnx 2.10GHz lp64 gnu_thread"
-)
+
+
+def recorded_mkl_report(kind: str) -> str:
+    return (CPUINFO / f"{kind}.mkl").read_text().strip()
+
+
+MKL_INTEL_AMX = recorded_mkl_report("intel-xeon-amx")
 
 # kind: (MKL's report, the float32 products' library by default, bfloat16 products in hardware)
 EXPECTED = {
     "zen3": (MKL_AVX2, "aten", False),  # AVX2 only: oneDNN's matmul does not run
     "zen4": (MKL_AVX2, "onednn", True),  # AVX-512 at 256-bit width, AVX512-BF16
     "zen5": (MKL_AVX2, "onednn", True),  # AVX-512 at full width, AVX512-BF16
-    "intel-xeon-amx": (MKL_AMX, "aten", True),  # AVX-512, AMX-BF16; MKL runs AVX-512
-    "intel-xeon-icelake": (  # AVX-512 without BF16 (emulated); MKL runs AVX-512
-        (CPUINFO / "intel-xeon-icelake.mkl").read_text().strip(),
-        "aten",
-        False,
-    ),
+    # AVX-512, AMX-BF16; MKL runs AVX-512 and AMX
+    "intel-xeon-amx": (MKL_INTEL_AMX, "aten", True),
+    # AVX-512 without BF16 (emulated); MKL runs AVX-512
+    "intel-xeon-icelake": (recorded_mkl_report("intel-xeon-icelake"), "aten", False),
 }
 
 
@@ -88,7 +87,7 @@ def test_each_cpu_kind_chooses_by_its_flags_and_mkls_code_path(kind: str):
 
 def test_mkls_report_is_read_for_its_avx512_kernels():
     assert mkl_runs_avx512(EXPECTED["intel-xeon-icelake"][0])
-    assert mkl_runs_avx512(MKL_AMX)
+    assert mkl_runs_avx512(MKL_INTEL_AMX)
     assert not mkl_runs_avx512(MKL_AVX2)
     assert not mkl_runs_avx512(None)
     # Without a report (no MKL), oneDNN's products wherever they run.
@@ -125,18 +124,18 @@ def test_mkls_report_is_asked_once_per_build_folder_and_mkl_setting(tmp_path: Pa
 
     build = tmp_path / "build"
     plain = {"PATH": "/usr/bin"}
-    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_AMX)) == MKL_AMX
+    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_INTEL_AMX)) == MKL_INTEL_AMX
     # Kept: a later process reads the file and does not ask MKL again.
-    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_AVX2)) == MKL_AMX
-    assert asked == [MKL_AMX]
+    assert kept_mkl_code_path(build, environ=plain, report=report(MKL_AVX2)) == MKL_INTEL_AMX
+    assert asked == [MKL_INTEL_AMX]
     # MKL's own settings can change its code path: they are asked for apart.
     avx2_only = {**plain, "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
     assert kept_mkl_code_path(build, environ=avx2_only, report=report(MKL_AVX2)) == MKL_AVX2
     # No report (no MKL, or its verbose mode already on) is kept as no report.
     verbose = {**plain, "MKL_VERBOSE": "1"}
     assert kept_mkl_code_path(build, environ=verbose, report=report(None)) is None
-    assert kept_mkl_code_path(build, environ=verbose, report=report(MKL_AMX)) is None
-    assert asked == [MKL_AMX, MKL_AVX2, None]
+    assert kept_mkl_code_path(build, environ=verbose, report=report(MKL_INTEL_AMX)) is None
+    assert asked == [MKL_INTEL_AMX, MKL_AVX2, None]
     # Another build (another CPU kind, torch or checkout) asks for its own.
     assert (
         kept_mkl_code_path(tmp_path / "other", environ=plain, report=report(MKL_AVX2)) == MKL_AVX2
