@@ -51,6 +51,17 @@ def check_budget(
         )
 
 
+# train_sps's baseline with --baseline-environment: the fast path, run with one more environment
+# variable (options.baseline_environment, "NAME=VALUE").
+FAST_BASELINE = "fast-baseline"
+
+
+def baseline_environment(options: argparse.Namespace) -> dict[str, str]:
+    """The environment variable options.baseline_environment sets, as {NAME: VALUE}."""
+    name, _, value = options.baseline_environment.partition("=")
+    return {name: value}
+
+
 def trainer_command(
     run_dir: Path,
     *,
@@ -85,14 +96,14 @@ def trainer_command(
         "--buffer-size",
         str(options.buffer_size),
         "--update-path",
-        path,
+        "fast" if path == FAST_BASELINE else path,
         "--threads",
         "1",
         "--checkpoint-interval",
         "0",
         "--run-dir",
         str(run_dir),
-        *(options.extra if path == "fast" else []),
+        *(options.extra if path in ("fast", FAST_BASELINE) else []),
     ]
 
 
@@ -113,6 +124,8 @@ def start_trainer(
     if path == "cleanrl":
         run_dir.mkdir(parents=True)
         cwd, env = run_dir, cleanrl_environment(options.cleanrl_checkout)
+    elif path == FAST_BASELINE:
+        env = {**os.environ, **baseline_environment(options)}
     with open(log or run_dir.with_suffix(".log"), "w") as output:
         return subprocess.Popen(
             command,

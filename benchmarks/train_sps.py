@@ -26,11 +26,17 @@ same budget (--env-id, --seed, --total-timesteps, --learning-starts, --buffer-si
 It logs no charts/steady_SPS, so its windows are the 100 steps between two consecutive charts/SPS
 points over their event wall times (all of them after learning_starts).
 
+With `--baseline-environment NAME=VALUE` the other side is the fast path itself, run with that
+environment variable set: a switch of the fast path (SACBENCH_ADAM_SUBNORMALS=keep,
+SACBENCH_FLOAT32_PRODUCTS=onednn) timed against its default, both with the --extra flags.
+
     python -m benchmarks.train_sps
     python -m benchmarks.train_sps --paired --repeats 3
     python -m benchmarks.train_sps --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
     python -m benchmarks.train_sps --paired --repeats 3 \
         --cleanrl-checkout ~/cleanrl --cleanrl-python ~/cleanrl-venv/bin/python
+    python -m benchmarks.train_sps --paired --repeats 3 \
+        --baseline-environment SACBENCH_ADAM_SUBNORMALS=keep
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from tabulate import tabulate
 
 from benchmarks.common import (
     CLEANRL_SCRIPT,
+    FAST_BASELINE,
     check_budget,
     cleanrl_environment,
     finish_trainer,
@@ -86,6 +93,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the interpreter that runs CleanRL's script (default: this one)",
     )
     parser.add_argument(
+        "--baseline-environment",
+        metavar="NAME=VALUE",
+        help="compare the fast path with itself run with this environment variable set, "
+        "instead of with the reference path",
+    )
+    parser.add_argument(
         "--extra",
         nargs=argparse.REMAINDER,
         default=[],
@@ -103,7 +116,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.paired and (os.cpu_count() or 1) < 2:
         parser.error("--paired runs two trainers at once and needs at least 2 CPUs")
     check_cleanrl(parser, args)
-    args.baseline = "reference" if args.cleanrl_checkout is None else "cleanrl"
+    if args.baseline_environment is not None:
+        name, equals, _ = args.baseline_environment.partition("=")
+        if not (name and equals):
+            parser.error(
+                f"--baseline-environment must be NAME=VALUE, got {args.baseline_environment!r}"
+            )
+        if args.cleanrl_checkout is not None:
+            parser.error("--baseline-environment and --cleanrl-checkout choose two baselines")
+    args.baseline = (
+        "cleanrl"
+        if args.cleanrl_checkout is not None
+        else FAST_BASELINE
+        if args.baseline_environment is not None
+        else "reference"
+    )
     return args
 
 
@@ -204,6 +231,8 @@ def side_label(path: str, options: argparse.Namespace) -> str:
     its checkout's commit."""
     if path == "fast":
         return " ".join([path, *options.extra])
+    if path == FAST_BASELINE:
+        return " ".join(["fast", *options.extra, f"with {options.baseline_environment}"])
     if path == "cleanrl":
         try:
             commit = subprocess.run(

@@ -142,6 +142,33 @@ def test_train_sps_times_cleanrls_script_beside_the_fast_path(tmp_path, monkeypa
     assert started.endswith(f" --env-id Hopper-v4 --seed 1 {budget} --no-cuda"), started
 
 
+def test_train_sps_runs_its_fast_baseline_with_the_given_environment(tmp_path, capsys):
+    """--baseline-environment: the baseline is the fast path run with one more environment
+    variable, which reaches its trainer (an unknown setting stops it, naming the variable);
+    malformed or doubled baselines are refused before any training."""
+    with pytest.raises(SystemExit) as exit_info:
+        train_sps.main(["--envs", "Hopper-v4", "--total-timesteps", "600",
+                        "--learning-starts", "100", "--buffer-size", "600",
+                        "--baseline-environment", "SACBENCH_ADAM_SUBNORMALS=bogus"])  # fmt: skip
+    message = str(exit_info.value.code)
+    assert "--update-path fast" in message and "Hopper-v4-fast-baseline-0" in message, message
+    assert "$SACBENCH_ADAM_SUBNORMALS is 'bogus'" in message, message
+
+    def refusal(*flags: str) -> str:
+        with pytest.raises(SystemExit) as exit_info:
+            train_sps.parse_args(["--envs", "Hopper-v4", *flags])
+        assert exit_info.value.code == 2
+        return capsys.readouterr().err
+
+    assert "--baseline-environment must be NAME=VALUE, got 'keep'" in refusal(
+        "--baseline-environment", "keep"
+    )
+    checkout = cleanrl_style.write_checkout(tmp_path / "cleanrl")
+    assert "choose two baselines" in refusal(
+        "--baseline-environment", "A=1", "--cleanrl-checkout", str(checkout)
+    )
+
+
 def test_cleanrl_windows_are_its_charts_sps_points_wall_times(tmp_path):
     """A run without charts/steady_SPS (CleanRL's script): one window per pair of consecutive
     charts/SPS points, the 100 steps between them over their event wall times."""

@@ -27,11 +27,13 @@ from sacbench.sac.args import Args, validate_args
 from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import (
+    ADAM_SUBNORMALS_VARIABLE,
     FLOAT32_PRODUCTS_LIBRARIES,
     FLOAT32_PRODUCTS_VARIABLE,
     SOURCE,
     TORCH_BATON,
     FusedFormulation,
+    adam_subnormals_as_zero,
     build_directory,
     build_name,
     compiler_flags,
@@ -577,4 +579,75 @@ def test_an_unknown_float32_products_library_stops_the_trainer_before_its_run_di
     assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'mkl'; it must be one of aten, onednn" in (
         completed.stderr
     ), completed.stderr
+    assert not run_dir.exists()
+
+
+def learner_with_a_dead_unit(fused: FusedFormulation, *, subnormal_moment: float) -> FastLearner:
+    """A fused learner whose critics' first hidden unit 7 never opens (its bias far below any
+    input's reach), after two updates, with that unit's outgoing weights' first Adam moments set
+    to `subnormal_moment`: what a real run's moments become as they decay for a dead unit."""
+    learner = fused_learner(autotune=True, fused=fused)
+    with torch.no_grad():
+        learner.critic.biases[0][:, :, 7] = -1e6
+    torch.manual_seed(6)
+    fused_updates(learner, range(101, 103), policy_frequency=2)
+    moments = learner.q_optimizer.state[learner.critic.weights[1]]["exp_avg"]
+    assert not moments[:, 7, :].any()  # a dead unit's weights get zero gradients
+    moments[:, 7, :] = subnormal_moment
+    return learner
+
+
+def test_adam_steps_take_subnormal_moments_as_zero_and_leave_every_parameter_as_it_was(fused):
+    """The fused update's Adam steps treat subnormal floats as zero (by default): a dead unit's
+    decaying first moments become zero instead of staying subnormal (where x86 arithmetic is
+    slow), and every parameter comes out bit for bit as with IEEE subnormals. Afterwards the
+    thread computes with subnormals again (the environment and acting run there)."""
+    subnormal = 1e-39
+    assert 0 < subnormal < torch.finfo(torch.float32).tiny
+    assert fused.extension.adam_subnormals_are_zero()
+    results = {}
+    threads = torch.get_num_threads()
+    for as_zero in (True, False):
+        learner = learner_with_a_dead_unit(fused, subnormal_moment=subnormal)
+        fused.extension.set_adam_subnormals_as_zero(as_zero)
+        # One thread, as the trainer runs by default: the setting is the calling thread's.
+        torch.set_num_threads(1)
+        try:
+            torch.manual_seed(7)
+            fused_updates(learner, range(103, 104), policy_frequency=2)
+        finally:
+            fused.extension.set_adam_subnormals_as_zero(True)
+            torch.set_num_threads(threads)
+        results[as_zero] = learner
+        assert torch.tensor([subnormal]).mul(0.5).item() != 0  # IEEE subnormals outside Adam
+    flushed, kept = (
+        results[as_zero].q_optimizer.state[results[as_zero].critic.weights[1]]["exp_avg"][:, 7, :]
+        for as_zero in (True, False)
+    )
+    assert not flushed.any()
+    assert ((kept > 0) & (kept < torch.finfo(torch.float32).tiny)).all()
+    for name in ("actor", "critic", "target_critic"):
+        for (key, mine), other in zip(
+            getattr(results[True], name).state_dict().items(),
+            getattr(results[False], name).state_dict().values(),
+            strict=True,
+        ):
+            assert torch.equal(mine, other), f"{name}.{key}"
+    assert torch.equal(results[True].log_alpha, results[False].log_alpha)
+
+
+def test_the_adam_subnormals_setting_is_read_from_the_environment():
+    assert adam_subnormals_as_zero(environ={})
+    assert adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "zero"})
+    assert not adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "keep"})
+
+
+def test_an_unknown_adam_subnormals_setting_stops_the_trainer_before_its_run_dir(tmp_path):
+    run_dir = tmp_path / "run"
+    completed = train_by_default(run_dir, {**os.environ, ADAM_SUBNORMALS_VARIABLE: "flush"})
+    assert completed.returncode != 0
+    assert f"${ADAM_SUBNORMALS_VARIABLE} is 'flush'; it must be one of zero, keep" in (
+        completed.stderr
+    ), completed.stderr
+    assert "Traceback" not in completed.stderr, completed.stderr
     assert not run_dir.exists()

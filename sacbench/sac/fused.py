@@ -10,9 +10,10 @@ vectorized as torch's own kernels are). Each training step is one call of its `u
 runs the Adam steps (torch's fused Adam kernel, on the optimizers' own state tensors) and the
 target update, with the same random draws in the same order as FastLearner's loop over
 HandwrittenFormulation. Only summation orders differ from the hand-written path (float32
-rounding; tests/test_fused.py). With `bf16_products` (--precision bf16) its long products round
-their operands to bfloat16 where HandwrittenFormulation(torch.bfloat16) rounds them
-(sacbench.sac.products), and nothing else.
+rounding; tests/test_fused.py), and the Adam steps take subnormal floats as zero, which changes
+moments below 1.2e-38 and no parameter larger than 1e-24 (adam_subnormals_as_zero). With
+`bf16_products` (--precision bf16) its long products round their operands to bfloat16 where
+HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and nothing else.
 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler, and ninja: the lock's PyPI wheel; 20-40 seconds), and kept under
@@ -240,6 +241,27 @@ def float32_products_library(
     return chosen
 
 
+ADAM_SUBNORMALS_VARIABLE = "SACBENCH_ADAM_SUBNORMALS"
+ADAM_SUBNORMALS_CHOICES = ("zero", "keep")
+
+
+def adam_subnormals_as_zero(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the fused update's Adam steps treat subnormal floats (below 1.2e-38) as zero: yes,
+    unless $SACBENCH_ADAM_SUBNORMALS is "keep" (benchmarks time one against the other). The
+    first moments of a dead ReLU unit's weights decay through the subnormal range, where x86
+    arithmetic is slow; their Adam steps (below 1e-31) are far below a float32 parameter's
+    resolution, so the parameters are the same either way (fused_update.cpp,
+    adam_subnormals_as_zero)."""
+    environ = os.environ if environ is None else environ
+    chosen = environ.get(ADAM_SUBNORMALS_VARIABLE, "zero")
+    if chosen not in ADAM_SUBNORMALS_CHOICES:
+        raise ValueError(
+            f"${ADAM_SUBNORMALS_VARIABLE} is {chosen!r}; it must be one of "
+            f"{', '.join(ADAM_SUBNORMALS_CHOICES)} (or unset: zero)"
+        )
+    return chosen == "zero"
+
+
 @contextlib.contextmanager
 def float32_products_through(extension: Any, library: str) -> Iterator[None]:
     """The extension's float32 products through `library` ("aten" or "onednn") in the block, then
@@ -260,8 +282,9 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     flags = compiler_flags(section_times=section_times)
     name = build_name(SOURCE, flags, section_times=section_times)
     directory = build_directory(name)
-    # A refused $SACBENCH_FLOAT32_PRODUCTS stops here.
+    # A refused $SACBENCH_FLOAT32_PRODUCTS or $SACBENCH_ADAM_SUBNORMALS stops here.
     library = float32_products_library(mkl_report=functools.partial(kept_mkl_code_path, directory))
+    subnormals_as_zero = adam_subnormals_as_zero()
     missing = missing_build_tools()
     if missing:
         raise FusedUpdateUnavailable(
@@ -278,6 +301,7 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
     except (RuntimeError, OSError, ImportError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
     extension.set_float32_products(library)
+    extension.set_adam_subnormals_as_zero(subnormals_as_zero)
     return extension
 
 
