@@ -142,6 +142,14 @@ def test_train_sps_times_cleanrls_script_beside_the_fast_path(tmp_path, monkeypa
     assert started.endswith(f" --env-id Hopper-v4 --seed 1 {budget} --no-cuda"), started
 
 
+def train_sps_refusal(capsys, *flags: str) -> str:
+    """What train_sps prints when it refuses its flags (exit 2) before any training."""
+    with pytest.raises(SystemExit) as exit_info:
+        train_sps.parse_args(["--envs", "Hopper-v4", *flags])
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
 def test_train_sps_runs_its_fast_baseline_with_the_given_environment(tmp_path, capsys):
     """--baseline-environment: the baseline is the fast path run with one more environment
     variable, which reaches its trainer (an unknown setting stops it, naming the variable);
@@ -154,18 +162,12 @@ def test_train_sps_runs_its_fast_baseline_with_the_given_environment(tmp_path, c
     assert "--update-path fast" in message and "Hopper-v4-fast-baseline-0" in message, message
     assert "$SACBENCH_ADAM_SUBNORMALS is 'bogus'" in message, message
 
-    def refusal(*flags: str) -> str:
-        with pytest.raises(SystemExit) as exit_info:
-            train_sps.parse_args(["--envs", "Hopper-v4", *flags])
-        assert exit_info.value.code == 2
-        return capsys.readouterr().err
-
-    assert "--baseline-environment must be NAME=VALUE, got 'keep'" in refusal(
-        "--baseline-environment", "keep"
+    assert "--baseline-environment must be NAME=VALUE, got 'keep'" in train_sps_refusal(
+        capsys, "--baseline-environment", "keep"
     )
     checkout = cleanrl_style.write_checkout(tmp_path / "cleanrl")
-    assert "choose two baselines" in refusal(
-        "--baseline-environment", "A=1", "--cleanrl-checkout", str(checkout)
+    assert "choose two baselines" in train_sps_refusal(
+        capsys, "--baseline-environment", "A=1", "--cleanrl-checkout", str(checkout)
     )
 
 
@@ -186,24 +188,18 @@ def test_cleanrl_windows_are_its_charts_sps_points_wall_times(tmp_path):
 
 
 def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_path, capsys):
-    def refusal(*flags: str) -> str:
-        with pytest.raises(SystemExit) as exit_info:
-            train_sps.parse_args(["--envs", "Hopper-v4", *flags])
-        assert exit_info.value.code == 2
-        return capsys.readouterr().err
-
-    assert "no cleanrl/sac_continuous_action.py there" in refusal(
-        "--cleanrl-checkout", str(tmp_path)
+    assert "no cleanrl/sac_continuous_action.py there" in train_sps_refusal(
+        capsys, "--cleanrl-checkout", str(tmp_path)
     )
     checkout = cleanrl_style.write_checkout(tmp_path / "good")
-    assert f"--cleanrl-python {tmp_path}: not an executable file" in refusal(
-        "--cleanrl-checkout", str(checkout), "--cleanrl-python", str(tmp_path)
+    assert f"--cleanrl-python {tmp_path}: not an executable file" in train_sps_refusal(
+        capsys, "--cleanrl-checkout", str(checkout), "--cleanrl-python", str(tmp_path)
     )
-    assert "--cleanrl-python needs --cleanrl-checkout" in refusal(
-        "--cleanrl-python", sys.executable
+    assert "--cleanrl-python needs --cleanrl-checkout" in train_sps_refusal(
+        capsys, "--cleanrl-python", sys.executable
     )
     broken = cleanrl_style.write_checkout(tmp_path / "broken", script="import not_installed\n")
-    message = refusal("--cleanrl-checkout", str(broken))
+    message = train_sps_refusal(capsys, "--cleanrl-checkout", str(broken))
     assert "cannot start" in message and "No module named 'not_installed'" in message
     # CleanRL's real script reads final_observation, which Gymnasium 1.x's vector envs no
     # longer write: under this project's interpreter it is refused, naming the version.
@@ -211,7 +207,7 @@ def test_train_sps_refuses_a_cleanrl_checkout_it_cannot_run_before_training(tmp_
         "# real_next_obs[idx] = infos['final_observation'][idx]\n"
     )
     old = cleanrl_style.write_checkout(tmp_path / "old", script=written_for_gymnasium_0)
-    message = refusal("--cleanrl-checkout", str(old))
+    message = train_sps_refusal(capsys, "--cleanrl-checkout", str(old))
     assert f"has Gymnasium {importlib.metadata.version('gymnasium')}" in message, message
 
 

@@ -572,13 +572,23 @@ def test_onednn_products_on_a_cpu_that_cannot_run_them_stop_the_trainer_before_i
     assert not run_dir.exists()
 
 
-def test_an_unknown_float32_products_library_stops_the_trainer_before_its_run_dir(tmp_path):
+@pytest.mark.parametrize(
+    ("variable", "value", "choices"),
+    [
+        (FLOAT32_PRODUCTS_VARIABLE, "mkl", "aten, onednn"),
+        (ADAM_SUBNORMALS_VARIABLE, "flush", "zero, keep"),
+    ],
+)
+def test_an_unknown_fused_update_setting_stops_the_trainer_before_its_run_dir(
+    tmp_path, variable, value, choices
+):
     run_dir = tmp_path / "run"
-    completed = train_by_default(run_dir, {**os.environ, FLOAT32_PRODUCTS_VARIABLE: "mkl"})
+    completed = train_by_default(run_dir, {**os.environ, variable: value})
     assert completed.returncode != 0
-    assert f"${FLOAT32_PRODUCTS_VARIABLE} is 'mkl'; it must be one of aten, onednn" in (
+    assert f"${variable} is {value!r}; it must be one of {choices}" in completed.stderr, (
         completed.stderr
-    ), completed.stderr
+    )
+    assert "Traceback" not in completed.stderr, completed.stderr
     assert not run_dir.exists()
 
 
@@ -640,14 +650,3 @@ def test_the_adam_subnormals_setting_is_read_from_the_environment():
     assert adam_subnormals_as_zero(environ={})
     assert adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "zero"})
     assert not adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "keep"})
-
-
-def test_an_unknown_adam_subnormals_setting_stops_the_trainer_before_its_run_dir(tmp_path):
-    run_dir = tmp_path / "run"
-    completed = train_by_default(run_dir, {**os.environ, ADAM_SUBNORMALS_VARIABLE: "flush"})
-    assert completed.returncode != 0
-    assert f"${ADAM_SUBNORMALS_VARIABLE} is 'flush'; it must be one of zero, keep" in (
-        completed.stderr
-    ), completed.stderr
-    assert "Traceback" not in completed.stderr, completed.stderr
-    assert not run_dir.exists()
