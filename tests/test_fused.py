@@ -36,6 +36,7 @@ from sacbench.sac.fused import (
     adam_subnormals_as_zero,
     build_directory,
     build_name,
+    compiled_against,
     compiler_flags,
     float32_products_library,
     float32_products_through,
@@ -400,6 +401,24 @@ def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
     before_edit = build_name(other_checkout, flags)
     other_checkout.write_bytes(SOURCE.read_bytes() + b"// edited\n")
     assert build_name(other_checkout, flags) != before_edit
+
+
+def test_each_venv_and_python_installation_gets_its_own_build(fused):
+    """torch writes the include and lib folders of its own installation and of the Python into a
+    build's compile and link commands, and ninja rebuilds when they change: two venvs of one
+    checkout (or of two Python 3.11 installations) would rebuild each other's at every start."""
+    torch_dir, python_include = compiled_against()
+    flags = compiler_flags()
+    commands = (build_directory(build_name(SOURCE, flags)) / "build.ninja").read_text()
+    assert f"-isystem {torch_dir}/include " in commands, commands
+    assert f"-L{torch_dir}/lib " in commands, commands
+    assert f"-isystem {python_include} " in commands, commands
+    name = build_name(SOURCE, flags)
+    assert build_name(SOURCE, flags, against=(torch_dir, python_include)) == name
+    another_venv = "/elsewhere/.venv/lib/python3.11/site-packages/torch"
+    assert build_name(SOURCE, flags, against=(another_venv, python_include)) != name
+    another_python = "/usr/include/python3.11-elsewhere"
+    assert build_name(SOURCE, flags, against=(torch_dir, another_python)) != name
 
 
 def recorded_updates(run_dir: Path) -> list[dict]:

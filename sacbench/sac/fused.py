@@ -18,9 +18,9 @@ HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler, and ninja: the lock's PyPI wheel; 20-40 seconds), and kept under
 $TORCH_EXTENSIONS_DIR (by default ~/.cache/torch_extensions), one build per CPU kind, checkout,
-version of the source, Python and torch. Processes that build it at once take turns (a file lock
-around the build, `exclusive_build`), and a build killed halfway leaves nothing that stops the
-next one.
+version of the source, and Python and torch installation (a venv of its own). Processes that
+build it at once take turns (a file lock around the build, `exclusive_build`), and a build killed
+halfway leaves nothing that stops the next one.
 CPU tensors only.
 """
 
@@ -34,6 +34,7 @@ import os
 import platform
 import shutil
 import sys
+import sysconfig
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,13 +164,29 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
     return flags + (["-DSACBENCH_SECTION_TIMES"] if section_times else [])
 
 
-def build_name(source: Path, flags: list[str], *, section_times: bool = False) -> str:
+def compiled_against() -> tuple[str, str]:
+    """Where the build's headers and libraries come from: torch's installation (its include and
+    lib folders) and this Python's headers. torch writes them into the build's compile and link
+    commands, so a build made for one venv or Python installation is rebuilt by another."""
+    return str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]
+
+
+def build_name(
+    source: Path,
+    flags: list[str],
+    *,
+    section_times: bool = False,
+    against: tuple[str, ...] | None = None,
+) -> str:
     """The build's name: the CPU kind, and a digest of the source's path and text, the flags and
-    the Python and torch it is built for. torch keeps one build per name and rebuilds it whenever
-    the source or its path changes, so two checkouts on one machine (a worktree beside the main
-    checkout, a CI clone) would otherwise rebuild each other's, for 20-40 seconds each time,
-    even at the same version; and a build for another Python or torch does not load."""
-    built_for = f"{sys.version_info[:2]} {torch.__version__}".encode()
+    the Python and torch it is built for and against (`against`: compiled_against()). torch keeps
+    one build per name and rebuilds it whenever its source, its path or its compile command
+    changes, so two checkouts on one machine (a worktree beside the main checkout, a CI clone),
+    or two venvs of one checkout, would otherwise rebuild each other's, for 20-40 seconds at
+    every switch, even at the same version; and a build for another Python or torch does not
+    load."""
+    against = compiled_against() if against is None else against
+    built_for = f"{sys.version_info[:2]} {torch.__version__} {against}".encode()
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
     built_from += b"\0" + built_for
     digest = hashlib.sha256(built_from).hexdigest()[:8]
