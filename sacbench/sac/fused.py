@@ -168,7 +168,8 @@ def compiled_against() -> tuple[str, str]:
     """Where the build's headers and libraries come from: torch's installation (its include and
     lib folders) and this Python's headers. torch writes them into the build's compile and link
     commands, so a build made for one venv or Python installation is rebuilt by another."""
-    return str(Path(torch.__file__).parent), sysconfig.get_paths()["include"]
+    # The Python headers as torch.utils.cpp_extension finds them (its POSIX scheme).
+    return str(Path(torch.__file__).parent), sysconfig.get_path("include", scheme="posix_prefix")
 
 
 def build_name(
