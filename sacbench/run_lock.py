@@ -297,7 +297,17 @@ class RunDirLock:
 
     def _try_flock(self) -> bool | None:
         """True: held; False: raced with a releasing holder, try again; None: no OS locks."""
-        descriptor = self._open(os.O_RDWR | os.O_CREAT)
+        created = True
+        try:
+            descriptor = self._open(os.O_RDWR | os.O_CREAT | os.O_EXCL)
+        except FileExistsError:
+            created = False
+            try:
+                descriptor = os.open(self.path, os.O_RDWR)
+            except FileNotFoundError:  # its holder released it as we looked
+                return False
+            except OSError as error:
+                raise RunDirLockError(_cannot_write(self.run_dir, error)) from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -316,6 +326,9 @@ class RunDirLock:
         except OSError as error:
             os.close(descriptor)
             if error.errno in NO_LOCKS:
+                if created:  # this probe's own empty file, which record mode would take as a
+                    # record being written and wait on: it makes its own
+                    self.path.unlink(missing_ok=True)
                 return None
             raise RunDirLockError(f"cannot lock {self.path}: {error.strerror}") from None
         if not _still_named(descriptor, self.path):  # the holder removed it as we opened it

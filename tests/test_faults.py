@@ -280,6 +280,34 @@ def test_without_os_locks_the_record_is_the_lock(tmp_path, monkeypatch):
         sleeper.wait()
 
 
+def test_without_os_locks_a_fresh_run_dir_is_taken_and_refused_by_its_record(tmp_path, monkeypatch):
+    """A file system that refuses locks (Lustre mounted without `flock`: ENOSYS) and a run dir
+    with no lock file yet: the first process takes it in record mode (its flock probe leaves no
+    empty file behind for record mode to mistake for a record being written), a second is
+    refused naming it, and once it lets go the next one takes it."""
+    import fcntl
+
+    from sacbench import run_lock
+
+    def no_locks(*_args):
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    run_dir = tmp_path / "run"
+    first = run_lock.RunDirLock(run_dir, program="python -m sacbench.train")
+    first.acquire()
+    assert first.mode == "record"
+    assert json.loads((run_dir / LOCK).read_text())["pid"] == os.getpid()
+    second = run_lock.RunDirLock(run_dir, program="python -m sacbench.train")
+    with pytest.raises(run_lock.RunDirBusy, match=rf"pid {os.getpid()} on host"):
+        second.acquire()
+    first.release()
+    assert not (run_dir / LOCK).exists()
+    second.acquire()
+    assert second.mode == "record"
+    second.release()
+
+
 def test_node_local_locks_are_recognised_from_the_mount_table():
     from sacbench.run_lock import node_local_locks
 
