@@ -60,6 +60,8 @@ HEARTBEAT_SECONDS = 60.0
 # errno values with which a file system says that it does not do locks.
 NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 _ATTEMPTS = 20  # races with a releasing or dying holder are retried this often
+# How long a process that finds a run dir locked a moment ago waits for its holder's record.
+RECORD_WAIT_SECONDS = 0.2
 
 
 class RunDirLockError(RuntimeError):
@@ -248,6 +250,7 @@ class RunDirLock:
         self.created_dir = False
         self._fd: int | None = None
         self._heartbeat: threading.Event | None = None
+        self._waited_for_record = False
         # The holder whose lock was taken over (known or presumed dead), and why.
         self.taken_over_from: str | None = None
 
@@ -315,6 +318,12 @@ class RunDirLock:
             judged = os.fstat(descriptor)
             age = time.time() - judged.st_mtime
             os.close(descriptor)
+            if judged.st_size == 0 and not self._waited_for_record:
+                # Locked a moment ago, its record not written yet: wait for it once, so that
+                # the refusal can name the holder.
+                self._waited_for_record = True
+                time.sleep(RECORD_WAIT_SECONDS)
+                return False
             if earlier_incarnation_of_this_job(holder):
                 why = "this Slurm job before Slurm requeued it"
             elif holder_on_a_silent_host(holder, age_seconds=age):
