@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import errno
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,12 +25,14 @@ import numpy as np
 import pytest
 import torch
 
+from sacbench.run_lock import LOCK_FILE_NAME
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import (
     ADAM_SUBNORMALS_VARIABLE,
+    BUILD_WAIT_SECONDS,
     FLOAT32_PRODUCTS_LIBRARIES,
     FLOAT32_PRODUCTS_VARIABLE,
     SOURCE,
@@ -38,6 +43,7 @@ from sacbench.sac.fused import (
     build_name,
     compiled_against,
     compiler_flags,
+    exclusive_build,
     float32_products_library,
     float32_products_through,
     ninja_on_path,
@@ -512,6 +518,36 @@ def test_the_build_runs_the_locks_ninja_without_the_venv_on_path(monkeypatch, tm
         assert is_ninja_available()
     assert found is not None and Path(found).parent == Path(ninja.BIN_DIR)
     assert os.environ["PATH"] == str(tmp_path)  # as it was
+
+
+def test_builds_take_turns_where_the_file_system_refuses_locks(tmp_path, monkeypatch):
+    """Lustre mounted without `flock` refuses flock(2) with ENOSYS. The build's lock is then its
+    O_EXCL record: a second process waits for the first build instead of failing (which would
+    have sent every trainer to the eager update), and a killed build's baton is still cleared."""
+
+    def refused(descriptor: int, operation: int) -> None:
+        raise OSError(errno.ENOSYS, "Function not implemented")
+
+    monkeypatch.setattr(fcntl, "flock", refused)
+    directory = tmp_path / "build"
+    directory.mkdir()
+    (directory / TORCH_BATON).touch()
+    entered = threading.Event()
+
+    def second_build() -> None:
+        with exclusive_build(directory):
+            entered.set()
+
+    with exclusive_build(directory):
+        assert not (directory / TORCH_BATON).exists()
+        record = json.loads((directory / LOCK_FILE_NAME).read_text())
+        assert record["lock"] == "record" and record["pid"] == os.getpid(), record
+        waiting = threading.Thread(target=second_build)
+        waiting.start()
+        assert not entered.wait(3 * BUILD_WAIT_SECONDS + 1), "the second build did not wait"
+    waiting.join(timeout=60)
+    assert entered.is_set(), "the second build never got its turn"
+    assert not (directory / LOCK_FILE_NAME).exists()
 
 
 def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, monkeypatch):

@@ -19,15 +19,15 @@ The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extens
 a C++ compiler, and ninja: the lock's PyPI wheel; 20-40 seconds), and kept under
 $TORCH_EXTENSIONS_DIR (by default ~/.cache/torch_extensions), one build per CPU kind, checkout,
 version of the source, and Python and torch installation (a venv of its own). Processes that
-build it at once take turns (a file lock around the build, `exclusive_build`), and a build killed
-halfway leaves nothing that stops the next one.
+build it at once take turns, on one host or on the hosts of a cluster that share the folder (a
+lock around the build, `exclusive_build`), and a build killed halfway leaves nothing that stops
+the next one.
 CPU tensors only.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -35,6 +35,7 @@ import platform
 import shutil
 import sys
 import sysconfig
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 import torch
 
 from sacbench.atomic import write_atomically
+from sacbench.run_lock import RunDirBusy, RunDirLock
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import (
     cpu_flags,
@@ -101,23 +103,34 @@ def build_directory(name: str) -> Path:
 TORCH_BATON = "lock"
 
 
+# How often a process waiting for another's build asks again.
+BUILD_WAIT_SECONDS = 0.5
+
+
 @contextlib.contextmanager
 def exclusive_build(directory: Path) -> Iterator[None]:
-    """One process at a time builds or loads in `directory`; the others wait their turn, then
-    load what the first built. torch's own baton (TORCH_BATON) already keeps two builds apart,
-    but a build killed before it removes that file leaves every later load waiting forever. This
-    lock is the kernel's (flock), released when its holder dies however it dies, so while it is
-    held no other process of this module is building here, and a baton found then is a killed
-    build's: it is removed, and the build goes on (ninja rebuilds whatever that build left half
-    done)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    with open(directory / "sacbench-build.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """One process at a time builds or loads in `directory`, on every host that shares it; the
+    others wait their turn, then load what the first built. torch's own baton (TORCH_BATON)
+    already keeps two builds apart, but a build killed before it removes that file leaves every
+    later load waiting forever. This lock is the one that keeps a run dir to one trainer
+    (sacbench.run_lock): flock where the file system locks across hosts, else (Lustre without
+    `flock`, BeeGFS, NFS with node-local locks) a record created with O_EXCL, whose holder is
+    judged by its pid or, on another host, by its lease. A holder that dies, however it dies,
+    stops nobody for long, so while it is held no other process of this module is building
+    here, and a baton found then is a killed build's: it is removed, and the build goes on
+    (ninja rebuilds whatever that build left half done)."""
+    lock = RunDirLock(directory, program="the fused update's build")
+    while True:
         try:
-            (directory / TORCH_BATON).unlink(missing_ok=True)
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            lock.acquire()
+            break
+        except RunDirBusy:
+            time.sleep(BUILD_WAIT_SECONDS)
+    try:
+        (directory / TORCH_BATON).unlink(missing_ok=True)
+        yield
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager
