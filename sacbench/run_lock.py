@@ -239,10 +239,12 @@ class RunDirLock:
     made anew, to lock the new one.
 
     `created_dir`: whether acquiring made the folder; release() removes it again when nothing
-    but the lock file was put in it, so a run refused later leaves no empty folder behind."""
+    but the lock file was put in it, so a run refused later leaves no empty folder behind.
+    `folder`: what the errors call the folder (another folder than a run dir can be locked)."""
 
-    def __init__(self, run_dir: Path, *, program: str) -> None:
+    def __init__(self, run_dir: Path, *, program: str, folder: str = "run dir") -> None:
         self.run_dir = Path(run_dir)
+        self.folder = folder
         self.path = self.run_dir / LOCK_FILE_NAME
         self.program = program
         self.record = holder_record(program)
@@ -280,15 +282,16 @@ class RunDirLock:
 
     def _make_dir(self) -> None:
         if self.run_dir.exists() and not self.run_dir.is_dir():
-            raise RunDirLockError(f"run dir {self.run_dir} is a file, not a folder")
+            raise RunDirLockError(f"{self.folder} {self.run_dir} is a file, not a folder")
         try:
             self.run_dir.mkdir(parents=True)
             self.created_dir = True
         except FileExistsError:
             if not self.run_dir.is_dir():
-                raise RunDirLockError(f"run dir {self.run_dir} is a file, not a folder") from None
+                message = f"{self.folder} {self.run_dir} is a file, not a folder"
+                raise RunDirLockError(message) from None
         except OSError as error:
-            raise RunDirLockError(_cannot_write(self.run_dir, error)) from None
+            raise RunDirLockError(_cannot_write(self.folder, self.run_dir, error)) from None
 
     def _open(self, flags: int) -> int:
         try:
@@ -296,7 +299,7 @@ class RunDirLock:
         except FileExistsError:
             raise
         except OSError as error:
-            raise RunDirLockError(_cannot_write(self.run_dir, error)) from None
+            raise RunDirLockError(_cannot_write(self.folder, self.run_dir, error)) from None
 
     def _try_flock(self) -> bool | None:
         """True: held; False: raced with a releasing holder, try again; None: no OS locks."""
@@ -310,7 +313,7 @@ class RunDirLock:
             except FileNotFoundError:  # its holder released it as we looked
                 return False
             except OSError as error:
-                raise RunDirLockError(_cannot_write(self.run_dir, error)) from None
+                raise RunDirLockError(_cannot_write(self.folder, self.run_dir, error)) from None
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -467,7 +470,7 @@ def _still_named(descriptor: int, path: Path) -> bool:
     return (named.st_dev, named.st_ino) == (mine.st_dev, mine.st_ino)
 
 
-def _cannot_write(run_dir: Path, error: OSError) -> str:
+def _cannot_write(folder: str, run_dir: Path, error: OSError) -> str:
     if error.errno == errno.EROFS:
         why = "it is on a read-only file system"
     elif error.errno in (errno.EACCES, errno.EPERM):
@@ -478,4 +481,4 @@ def _cannot_write(run_dir: Path, error: OSError) -> str:
         why = "its device is full"
     else:
         why = error.strerror or str(error)
-    return f"cannot write into run dir {run_dir}: {why}"
+    return f"cannot write into {folder} {run_dir}: {why}"

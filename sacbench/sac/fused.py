@@ -119,7 +119,7 @@ def exclusive_build(directory: Path) -> Iterator[None]:
     stops nobody for long, so while it is held no other process of this module is building
     here, and a baton found then is a killed build's: it is removed, and the build goes on
     (ninja rebuilds whatever that build left half done)."""
-    lock = RunDirLock(directory, program="the fused update's build")
+    lock = RunDirLock(directory, program="the fused update's build", folder="build folder")
     while True:
         try:
             lock.acquire()
