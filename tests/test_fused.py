@@ -522,8 +522,8 @@ def test_the_build_runs_the_locks_ninja_without_the_venv_on_path(monkeypatch, tm
 
 def test_builds_take_turns_where_the_file_system_refuses_locks(tmp_path, monkeypatch):
     """Lustre mounted without `flock` refuses flock(2) with ENOSYS. The build's lock is then its
-    O_EXCL record: a second process waits for the first build instead of failing (which would
-    have sent every trainer to the eager update), and a killed build's baton is still cleared."""
+    O_EXCL record: a second build waits for the first instead of failing (which would have
+    sent every trainer to the eager update), and a killed build's baton is still cleared."""
 
     def refused(descriptor: int, operation: int) -> None:
         raise OSError(errno.ENOSYS, "Function not implemented")
