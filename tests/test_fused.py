@@ -505,6 +505,25 @@ def test_without_a_compiler_the_trainer_warns_once_why_and_trains_the_eager_upda
     assert (run_dir / "complete.json").is_file()
 
 
+def test_a_build_folder_that_cannot_be_written_sends_the_trainer_to_the_eager_update(tmp_path):
+    """$TORCH_EXTENSIONS_DIR below a file (a home folder that compute nodes cannot write behaves
+    alike): the run trains with the eager update after one warning naming the folder, instead
+    of failing."""
+    not_a_folder = tmp_path / "torch_extensions"
+    not_a_folder.write_text("a file, not a folder")
+    environment = {**os.environ, "TORCH_EXTENSIONS_DIR": str(not_a_folder)}
+    run_dir = tmp_path / "run"
+    completed = train_by_default(run_dir, environment, "--total-timesteps", "1100",
+                                 "--eval-episodes", "0")  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stderr.count(FALLBACK_WARNING) == 1, completed.stderr
+    why = f"cannot write into build folder {not_a_folder}/sacbench_fused_update_"
+    assert why in completed.stderr, completed.stderr
+    run = recorded_updates(run_dir)[-1]
+    assert run["gradients"] == "handwritten" and why in run["fused_update_unavailable"], run
+    assert (run_dir / "complete.json").is_file()
+
+
 def test_the_build_runs_the_locks_ninja_without_the_venv_on_path(monkeypatch, tmp_path):
     """A trainer started by its venv's python without the venv on PATH (under Snakemake, say)
     still builds with the lock's ninja wheel: torch runs `ninja` from PATH."""

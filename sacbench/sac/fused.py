@@ -225,10 +225,13 @@ def kept_mkl_code_path(
     kept = directory / f"mkl-code-path-{digest}.txt"
     try:
         return kept.read_text() or None
-    except FileNotFoundError:
+    except OSError:  # not asked yet, or a folder that cannot hold the answer
         pass
     answer = report()
-    write_atomically(kept, answer or "")
+    # Kept to save the next process the question; a folder that cannot be written keeps
+    # nothing, and the build (which cannot be made there either) says why.
+    with contextlib.suppress(OSError):
+        write_atomically(kept, answer or "")
     return answer
 
 
