@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import subprocess
+import sys
 
 import numpy as np
 import psutil
@@ -74,6 +76,25 @@ def test_non_positive_sizes_are_named(field, value, flag, tmp_path):
     with pytest.raises(ValueError, match=flag):
         train(args)
     assert not (tmp_path / "r").exists()
+
+
+def test_the_command_line_refuses_invalid_values_before_loading_torch(tmp_path):
+    """`python -m sacbench.train` names every invalid value and exits 2 before torch and the
+    env libraries load (about 1.5 s of a start), leaving no run dir."""
+    run_dir = tmp_path / "r"
+    probe = (
+        "import sys; from sacbench.training.cli import main; status = main(sys.argv[1:]); "
+        "print(status, sorted({'torch', 'gymnasium', 'mujoco'} & set(sys.modules)))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", probe, "--run-dir", str(run_dir), "--total-timesteps", "0",
+         "--batch-size", "-4"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert completed.stdout.split("\n")[0] == "2 []", completed.stdout + completed.stderr
+    assert completed.stderr.startswith("sacbench.train: error: invalid arguments:")
+    assert "--total-timesteps" in completed.stderr and "--batch-size" in completed.stderr
+    assert not run_dir.exists()
 
 
 def test_learning_starts_past_the_end_warns_but_runs(tmp_path):
