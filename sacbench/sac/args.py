@@ -219,6 +219,13 @@ def validate_args(args: Args) -> list[str]:
     return problems
 
 
+def require_valid_args(args: Args) -> None:
+    """Raise ValueError listing every problem validate_args finds."""
+    problems = validate_args(args)
+    if problems:
+        raise ValueError("invalid arguments:\n  " + "\n  ".join(problems))
+
+
 def _cleanrl_exact_problems(args: Args) -> list[str]:
     if args.cleanrl_exact and args.update_path != "reference":
         return [

@@ -6,7 +6,7 @@ import sys
 
 import tyro
 
-from sacbench.sac.args import Args, validate_args
+from sacbench.sac.args import Args, require_valid_args
 from sacbench.training.errors import RunDirError, describe_error
 
 # tyro's description: `--help` shows it, and it stays as it was when it was train.py's docstring.
@@ -15,17 +15,12 @@ DESCRIPTION = "Soft Actor-Critic for continuous actions, after CleanRL's sac_con
 
 def main(argv: list[str] | None = None) -> int:
     args = tyro.cli(Args, args=argv, prog="python -m sacbench.train", description=DESCRIPTION)
-    # Arguments that can never train are refused before torch and the env libraries load (about
-    # 1.5 s of a process's start); sacbench.training.loop checks them again for other callers.
-    problems = validate_args(args)
-    if problems:
-        print(
-            "sacbench.train: error: invalid arguments:\n  " + "\n  ".join(problems), file=sys.stderr
-        )
-        return 2
-    from sacbench.training.loop import train
-
     try:
+        # Values that can never train are refused before torch and the env libraries load
+        # (about 1.5 s of a process's start).
+        require_valid_args(args)
+        from sacbench.training.loop import train
+
         return train(args)
     except (RunDirError, ValueError, RuntimeError, OSError) as error:
         print(f"sacbench.train: error: {describe_error(error)}", file=sys.stderr)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from sacbench.sac.algorithm import LOG_EVERY, UpdateSchedule, update_schedule
-from sacbench.sac.args import Args, run_defining_args, validate_args, with_run_dir
+from sacbench.sac.args import Args, require_valid_args, run_defining_args, with_run_dir
 from sacbench.sac.cpu_features import NATIVE_BF16_FLAGS
 from sacbench.sac.fast_learner import Gradients
 from sacbench.sac.fused import FusedUpdateUnavailable
@@ -156,9 +156,7 @@ def announced_run_dir(args: Args) -> Args:
 
 
 def check_arguments(args: Args) -> None:
-    problems = validate_args(args)
-    if problems:
-        raise ValueError("invalid arguments:\n  " + "\n  ".join(problems))
+    require_valid_args(args)
     check_env_id(args.env_id)
     if args.learning_starts >= args.total_timesteps:
         warnings.warn(
