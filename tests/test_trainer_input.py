@@ -3,6 +3,7 @@ the actions switch from random to the policy's at learning_starts."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import json
 import subprocess
@@ -250,6 +251,19 @@ def test_buffer_sampling_is_seeded_and_within_filled_rows():
     assert set(a.rewards.tolist()) == {float(i) for i in range(1, 21)}
     indices = first.sample_indices(10_000)
     assert indices.min() == 0 and indices.max() == 19
+
+
+def test_a_sample_holds_the_drawn_rows_each_field_in_a_dense_tensor():
+    buffer = ReplayBuffer(capacity=100, obs_dim=5, action_dim=3, seed=2)
+    _fill(buffer, 40)
+    drawn = torch.from_numpy(np.random.Generator(np.random.PCG64(2)).integers(0, 40, 32))
+    batch = buffer.sample(32)
+    rows = buffer.split(buffer.storage[drawn])
+    for field in dataclasses.fields(batch):
+        got = getattr(batch, field.name)
+        # Dense, so that the fused update reads it as it is, without a copy of its own.
+        assert got.is_contiguous(), field.name
+        assert torch.equal(got, getattr(rows, field.name)), field.name
 
 
 @pytest.mark.parametrize("capacity", [100, 23])  # 23 < rows added: the ring wraps

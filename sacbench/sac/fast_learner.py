@@ -232,7 +232,8 @@ class FastLearner:
         args = self.args
         metrics, actor_loss, alpha_loss, alpha = self.formulation.extension.update(
             *self._fused_arguments,
-            # The replay buffer's columns may be strided views; the C++ reads dense rows.
+            # The C++ reads dense rows; the replay buffer's batches are dense already (no copy),
+            # a caller's may be strided views.
             batch.observations.contiguous(),
             batch.actions.contiguous(),
             batch.next_observations.contiguous(),

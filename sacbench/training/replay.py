@@ -1,8 +1,8 @@
-"""A preallocated float32 replay buffer, sampled with one gather, saved incrementally.
+"""A preallocated float32 replay buffer, sampled field by field, saved incrementally.
 
 Each transition is one row of a single tensor: [obs | next_obs | action | reward | termination].
-One row per transition keeps sampling to a single index_select and the memory at exactly the
-float32 size of the stored fields.
+One row per transition keeps the memory at exactly the float32 size of the stored fields, and a
+sample reads each drawn row's fields from one place.
 
 Checkpoints store the buffer as chunks of rows added since the previous checkpoint, so the cost of
 one checkpoint grows with the checkpoint interval, not with the buffer size. Inside a chunk a
@@ -47,6 +47,7 @@ class ReplayBuffer:
         self.action_dim = action_dim
         self.row_width = 2 * obs_dim + action_dim + 2
         self.storage = zeroed_rows(capacity, self.row_width, device=device)
+        self._columns = self.split(self.storage)  # views of each field's columns, for gather
         self.added = 0  # transitions added since the start; the row is added % capacity
         self.rng = np.random.Generator(np.random.PCG64(seed))
         self._row = np.empty(self.row_width, dtype=np.float32)
@@ -81,7 +82,20 @@ class ReplayBuffer:
         return torch.from_numpy(indices).to(self.storage.device, non_blocking=True)
 
     def sample(self, batch_size: int) -> Batch:
-        return self.split(self.storage.index_select(0, self.sample_indices(batch_size)))
+        return self.gather(self.sample_indices(batch_size))
+
+    def gather(self, indices: torch.Tensor) -> Batch:
+        """The rows at `indices`, each field gathered straight into a dense tensor of its own, as
+        the updates read them: gathering whole rows, then copying each field out of them, would
+        write every value twice."""
+        columns = self._columns
+        return Batch(
+            observations=columns.observations.index_select(0, indices),
+            next_observations=columns.next_observations.index_select(0, indices),
+            actions=columns.actions.index_select(0, indices),
+            rewards=columns.rewards.index_select(0, indices),
+            terminations=columns.terminations.index_select(0, indices),
+        )
 
     def split(self, rows: torch.Tensor) -> Batch:
         o, a = self.obs_dim, self.action_dim
