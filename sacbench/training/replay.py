@@ -1,8 +1,8 @@
 """A preallocated float32 replay buffer, sampled field by field, saved incrementally.
 
 Each transition is one row of a single tensor: [obs | next_obs | action | reward | termination].
-One row per transition keeps the memory at exactly the float32 size of the stored fields, and a
-sample reads each drawn row's fields from one place.
+One row per transition keeps the memory at exactly the float32 size of the stored fields and a
+transition's fields together; a sample gathers each field into a dense tensor of its own.
 
 Checkpoints store the buffer as chunks of rows added since the previous checkpoint, so the cost of
 one checkpoint grows with the checkpoint interval, not with the buffer size. Inside a chunk a
