@@ -353,6 +353,51 @@ def test_time_axis_is_minutes_of_the_training_job(runset: RunSet) -> None:
         plt.close(figure)
 
 
+EXAMPLE_1M = Path(__file__).parents[1] / "results" / "examples" / "halfcheetah-1m" / "extracted"
+
+
+def _after_warmup(points: pd.DataFrame) -> np.ndarray:
+    """A series' values after the first 10% of its logged step range, as steady SPS counts."""
+    steps = points["step"].to_numpy(np.float64)
+    return points["value"].to_numpy(np.float64)[steps > steps[0] + 0.1 * (steps[-1] - steps[0])]
+
+
+def test_the_sps_axis_shows_training_throughput_not_the_random_phase() -> None:
+    """The committed 1M-step runs (real events, extracted by the pipeline): CleanRL SPS starts
+    near 6,000 over the random-action steps and trains at about 200; the axis shows the 200."""
+    selection = Selection(variants=("sac_continuous_action",), env_ids=("HalfCheetah-v4",),
+                          seeds=(1, 2, 3))  # fmt: skip
+    runset = load_runs(extracted_dir=EXAMPLE_1M, selection=selection, allow_missing=False)
+    figure = plots.sps_vs_steps(runset)
+    try:
+        (axis,) = figure.axes
+        bottom, top = axis.get_ylim()
+        runs = list(runset.runs.values())
+        trained = np.concatenate([_after_warmup(run.series("charts/steady_SPS")) for run in runs])
+        cumulative = np.concatenate([_after_warmup(run.series("charts/SPS")) for run in runs])
+        assert bottom == 0
+        assert max(trained.max(), cumulative.max()) <= top < 1.5 * trained.max()
+        (mean_line,) = _lines(axis, "sps:")["sac_continuous_action"]
+        assert mean_line.get_ydata().max() > 10 * top  # the start-up, drawn but cut off
+        assert "start-up values above it are cut off" in figure.get_suptitle()
+    finally:
+        plt.close(figure)
+
+
+def test_the_sps_axis_keeps_every_value_when_none_stands_out(tmp_path: Path) -> None:
+    """Without a random-action phase CleanRL SPS only rises: nothing is cut off or said to be."""
+    runset = _runset(tmp_path, [SyntheticRun(learning_starts=0)], ("fast",))
+    figure = plots.sps_vs_steps(runset)
+    try:
+        (axis,) = figure.axes
+        (run,) = runset.runs.values()
+        highest = max(run.series(tag)["value"].max() for tag in ("charts/SPS", "charts/steady_SPS"))
+        assert axis.get_ylim()[1] >= highest
+        assert "cut off" not in figure.get_suptitle()
+    finally:
+        plt.close(figure)
+
+
 def test_missing_runs_are_named_on_the_figure(tmp_path: Path) -> None:
     run = golden_run("fast", "Hopper-v4", 1)
     write_extracted(tmp_path / "extracted", tmp_path / "runs", run, variant="fast")

@@ -29,6 +29,7 @@ from matplotlib.ticker import FuncFormatter  # noqa: E402
 from sacbench import published  # noqa: E402
 from sacbench.results import aggregate, definitions, stats  # noqa: E402
 from sacbench.results.metrics import (  # noqa: E402
+    STEADY_WARMUP_FRACTION,
     elapsed_points,
     steady_sps_points,
     times_from_wall_clock,
@@ -294,38 +295,85 @@ def _cleanrl_sps_points(run: Run) -> pd.DataFrame:
     return run.series(SPS_TAG)
 
 
+# The SPS axis reaches this far above the highest value after the warm-up.
+SPS_AXIS_HEADROOM = 1.15
+SPS_CUT_NOTE = (
+    "y axis up to {headroom}x the highest value after each run's first {warmup:.0%} of logged "
+    "steps; start-up values above it are cut off"
+)
+
+
+def _after_warmup(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The values logged after the first STEADY_WARMUP_FRACTION of the logged step range (the
+    warm-up that steady SPS leaves out, metrics.steady_windows); all of them where the points
+    span no steps."""
+    cutoff = steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0])
+    later = values[steps > cutoff]
+    return later if later.size else values
+
+
+def _sps_panel(axis: plt.Axes, runset: RunSet, env_id: str, colours: dict[str, str]) -> bool:
+    """One task's CleanRL SPS and steady SPS curves, its y axis from 0 to SPS_AXIS_HEADROOM
+    above the highest value after the warm-up; whether that cuts off a higher value."""
+    highest, highest_after_warmup = -np.inf, -np.inf
+    for variant in runset.selection.variants:
+        runs = runset.runs_of(variant, env_id)
+        for points_of, style, kind, label in (
+            (_cleanrl_sps_points, "-", "sps", f"{variant}: CleanRL SPS"),
+            (steady_sps_points, "--", "steady_sps", f"{variant}: steady SPS"),
+        ):
+            curves = [
+                (
+                    points_of(run)["step"].to_numpy(np.float64),
+                    points_of(run)["value"].to_numpy(np.float64),
+                )
+                for run in runs
+            ]
+            for steps, values in curves:
+                if values.size:
+                    highest = max(highest, float(values.max()))
+                    highest_after_warmup = max(
+                        highest_after_warmup, float(_after_warmup(steps, values).max())
+                    )
+            _band(
+                axis,
+                curves,
+                colour=colours[variant],
+                label=label,
+                gid=f"{kind}:{variant}",
+                linestyle=style,
+            )
+    top = SPS_AXIS_HEADROOM * highest_after_warmup
+    if highest_after_warmup > 0 and highest > top:
+        axis.set_ylim(0, top)
+        return True
+    axis.set_ylim(bottom=0)
+    return False
+
+
 def sps_vs_steps(runset: RunSet) -> Figure:
-    """sac-sps.png: CleanRL SPS (solid) and steady training SPS (dashed) vs global step."""
+    """sac-sps.png: CleanRL SPS (solid) and steady training SPS (dashed) vs global step. CleanRL
+    SPS is a cumulative average whose first points, over the random-action steps, run many
+    times higher than training does: each panel's y axis stops SPS_AXIS_HEADROOM above the
+    highest value after the warm-up, so that the training throughput fills the panel, and the
+    title says when something is cut off."""
     figure, axes = _grid(runset)
     colours = _colours(runset.selection.variants)
-    for axis, env_id in zip(axes, runset.selection.env_ids, strict=True):
-        for variant in runset.selection.variants:
-            runs = runset.runs_of(variant, env_id)
-            for points_of, style, kind, label in (
-                (_cleanrl_sps_points, "-", "sps", f"{variant}: CleanRL SPS"),
-                (steady_sps_points, "--", "steady_sps", f"{variant}: steady SPS"),
-            ):
-                curves = [
-                    (
-                        points_of(run)["step"].to_numpy(np.float64),
-                        points_of(run)["value"].to_numpy(np.float64),
-                    )
-                    for run in runs
-                ]
-                _band(
-                    axis,
-                    curves,
-                    colour=colours[variant],
-                    label=label,
-                    gid=f"{kind}:{variant}",
-                    linestyle=style,
-                )
-        axis.set_ylim(bottom=0)
+    cut = [
+        _sps_panel(axis, runset, env_id, colours)
+        for axis, env_id in zip(axes, runset.selection.env_ids, strict=True)
+    ]
+    cut_note = (
+        "\n" + SPS_CUT_NOTE.format(headroom=SPS_AXIS_HEADROOM, warmup=STEADY_WARMUP_FRACTION)
+        if any(cut)
+        else ""
+    )
     _finish(
         figure,
         axes,
         title="Throughput vs global step: CleanRL SPS (solid; cumulative since start) and steady "
         "SPS\n(dashed; per 100-step window): mean over seeds, band ± 1 std; no smoothing"
+        f"{cut_note}"
         f"{_wall_time_note(runset, what='steady SPS between consecutive charts/SPS points')}"
         f"{_missing_note(runset)}",
         xlabel="global step (environment steps)",
