@@ -74,6 +74,18 @@ def inrange_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
 
 
 @pytest.fixture(scope="module")
+def smoke_preset_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
+    """The smoke preset's shape (config/smoke.yaml): 1,400 steps, learning from step 1,000, so
+    the SPS figure's steps after the warm-up span only a few hundred."""
+    runs = [
+        SyntheticRun(env_id=env_id, seed=1, total_timesteps=1_400, learning_starts=1_000,
+                     episode_length=100, eval_episodes=3)
+        for env_id in ("HalfCheetah-v4", "Walker2d-v4", "Hopper-v4", "InvertedPendulum-v4")
+    ]  # fmt: skip
+    return _runset(tmp_path_factory.mktemp("smoke-preset"), runs, ("fast",))
+
+
+@pytest.fixture(scope="module")
 def long_runset(tmp_path_factory: pytest.TempPathFactory) -> RunSet:
     """Half of pr-424's 1M steps, two seeds: long curves, returns well below pr-424's."""
     runs = [
@@ -185,7 +197,9 @@ FIGURES: list[tuple[str, Callable[[RunSet], Figure]]] = [
     ("sac-aggregate", lambda rs: plots.aggregate_intervals(rs, options=LAYOUT_OPTIONS)),
     ("sac-profile", lambda rs: plots.performance_profile(rs, options=LAYOUT_OPTIONS)),
 ]
-RUNSETS = ["runset", "inrange_runset", "long_runset"]
+# The least space between two texts of a figure, at the default 100 dpi.
+TEXT_GAP_PIXELS = 3
+RUNSETS = ["runset", "inrange_runset", "long_runset", "smoke_preset_runset"]
 
 
 @pytest.mark.parametrize("runset_name", RUNSETS)
@@ -224,9 +238,11 @@ def test_no_text_covers_data_or_other_text(
                 & (points[:, 1] < box.y1)
             )
             assert not covered.any(), f"{name}: {text.get_text()!r} covers plotted data"
-        for i, first in enumerate(boxes):
-            for j in range(i + 1, len(boxes)):
-                assert not first.overlaps(boxes[j]), (
+        # Texts must not touch either: neighbouring tick labels that meet read as one number.
+        padded = [box.padded(TEXT_GAP_PIXELS / 2) for box in boxes]
+        for i, first in enumerate(padded):
+            for j in range(i + 1, len(padded)):
+                assert not first.overlaps(padded[j]), (
                     f"{name}: {texts[i].get_text()!r} overlaps {texts[j].get_text()!r}"
                 )
     finally:

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 
 from sacbench import published  # noqa: E402
 from sacbench.results import aggregate, definitions, stats  # noqa: E402
@@ -212,6 +212,8 @@ def _finish(
         if index % COLUMNS == 0:
             axis.set_ylabel(ylabel)
         if steps_on_x:
+            # At most 6 intervals: a short range's ticks (1.125k, 1.15k, ...) would run together.
+            axis.xaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
             axis.xaxis.set_major_formatter(FuncFormatter(_step_text))
         for handle, label in zip(*axis.get_legend_handles_labels(), strict=True):
             if label not in labels:
