@@ -136,6 +136,12 @@ class SteadyWindows:
     """the logged step at which the first counted window begins (the end of the warm-up)"""
 
 
+def warmup_end(steps: np.ndarray) -> float:
+    """The logged step at which the warm-up ends: the first STEADY_WARMUP_FRACTION of the
+    logged step range ``steps`` (ascending), which steady SPS leaves out."""
+    return float(steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0]))
+
+
 def steady_windows(run: Run) -> SteadyWindows:
     """Training throughput without warm-up, and the step where the warm-up ends.
 
@@ -161,8 +167,7 @@ def steady_windows(run: Run) -> SteadyWindows:
             f"{run.key.label}: non-positive steady SPS from {source} in {run.csv_path}"
         )
     windows = np.diff(steps)
-    cutoff = steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0])
-    kept = steps[1:] > cutoff
+    kept = steps[1:] > warmup_end(steps)
     first = int(np.argmax(kept))  # kept windows are the contiguous tail of the windows
     return SteadyWindows(
         sps=float(windows[kept].sum() / (windows[kept] / values[1:][kept]).sum()),

@@ -33,6 +33,7 @@ from sacbench.results.metrics import (  # noqa: E402
     elapsed_points,
     steady_sps_points,
     times_from_wall_clock,
+    warmup_end,
 )
 from sacbench.results.runs import MetricError, Run, RunSet  # noqa: E402
 from sacbench.tags import (  # noqa: E402
@@ -306,11 +307,9 @@ SPS_CUT_NOTE = (
 
 
 def _after_warmup(steps: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The values logged after the first STEADY_WARMUP_FRACTION of the logged step range (the
-    warm-up that steady SPS leaves out, metrics.steady_windows); all of them where the points
+    """The values logged after the warm-up (metrics.warmup_end); all of them where the points
     span no steps."""
-    cutoff = steps[0] + STEADY_WARMUP_FRACTION * (steps[-1] - steps[0])
-    later = values[steps > cutoff]
+    later = values[steps > warmup_end(steps)]
     return later if later.size else values
 
 
