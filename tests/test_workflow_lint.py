@@ -66,13 +66,19 @@ def test_snakefmt_check_passes():
 
 
 def test_default_config_plans_the_full_benchmark(workdir: Path):
-    jobs = dry_run(workdir)
+    done = run([*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-n", "-p"], cwd=workdir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = planned_jobs(done.stdout + done.stderr)
     counts = Counter(rule for rule, _ in jobs)
     assert counts["train"] == 18
     assert counts["extract"] == 18
     assert {"runtimes_table", "returns_table", "aggregate_table", "plots", "all"} <= set(counts)
-    # Every run ends with a final evaluation, so the evaluation figure is built; nothing filmed.
-    assert counts["eval_plot"] == 1 and "video" not in counts
+    # One job draws every figure: the evaluation figure, as every run ends with a final
+    # evaluation, and the aggregate's, as every task has a pr-424 return. Nothing is filmed.
+    assert counts["plots"] == 1 and "video" not in counts
+    (drawn,) = re.findall(r"sacbench.report plots .* --figures ([\w -]+?) --", done.stdout)
+    assert drawn.split() == ["sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate",
+                             "sac-profile"]  # fmt: skip
     trained = {output for rule, output in jobs if rule == "train"}
     assert "results/runs/sac_continuous_action/Humanoid-v4/3/complete.json" in trained
 
@@ -112,7 +118,8 @@ def test_smoke_profile_plans_six_runs_that_reach_the_update(workdir: Path):
         assert ("--capture-video" in command.split()) == filmed, command
     videos = [output for rule, output in jobs if rule == "video"]
     assert videos == ["results/smoke/videos/sac_continuous_action/InvertedPendulum-v4.mp4"]
-    assert sum(rule == "eval_plot" for rule, _ in jobs) == 1
+    (drawn,) = re.findall(r"sacbench.report plots .* --figures ([\w -]+?) --", done.stdout)
+    assert "sac-eval" in drawn.split()
 
 
 RUNTIME_KEYS = {"threads", "mem_mb", "mem", "runtime", "resources", "slurm_partition",

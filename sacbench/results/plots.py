@@ -624,7 +624,7 @@ def _profile_figure(runset: RunSet, options: FigureOptions) -> Figure:
 
 
 # `report plots` writes each as {name}.png and {name}.svg; workflow/rules/common.smk's
-# PLOT_NAMES, EVAL_PLOT_NAME and AGGREGATE_PLOT_NAMES list the same names.
+# PLOT_CAPTIONS lists the same names.
 FIGURES: dict[str, Draw] = {
     "sac": _returns_figure,
     "sac-time": _time_figure,

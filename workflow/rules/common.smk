@@ -197,37 +197,51 @@ def allow_missing_flag():
     return "--allow-missing" if config["report"]["allow_missing"] else ""
 
 
-# The figures of the plots rule; the evaluation figure has a rule of its own, built only when the
-# runs evaluate (sacbench.results.plots.FIGURES has them all).
-PLOT_NAMES = ["sac", "sac-time", "sac-sps"]
-EVAL_PLOT_NAME = "sac-eval"
-# The aggregate's figures (interval estimates, performance profile): their own rule, built only
-# when some task has the published pr-424 return a normalised score needs.
-AGGREGATE_PLOT_NAMES = ["sac-aggregate", "sac-profile"]
+# The figures of the plots rule, each with its report caption (sacbench.results.plots.FIGURES
+# has them all). The evaluation figure is drawn only when the runs evaluate, and the aggregate's
+# (interval estimates, performance profile) only when some task has the published pr-424 return a
+# normalised score needs. One job draws them all, as each `report plots` process pays about a
+# second of imports (matplotlib, pandas) before it draws anything.
+PLOT_CAPTIONS = {
+    "sac": "sac_plot.rst",
+    "sac-time": "sac_time_plot.rst",
+    "sac-sps": "sac_sps_plot.rst",
+    "sac-eval": "sac_eval_plot.rst",
+    "sac-aggregate": "sac_aggregate_plot.rst",
+    "sac-profile": "sac_profile_plot.rst",
+}
 
 
-def aggregate_plot_targets():
-    if not any(env_id in published.PR424 for env_id in ENV_IDS):
-        return []
-    return expand(
-        results("plots/{name}.{ext}"), name=AGGREGATE_PLOT_NAMES, ext=["png", "svg"]
-    )
-
-
-def evaluation_targets():
-    """The evaluation figure when the runs evaluate, and each video the report shows."""
-    plots = []
+def plot_names():
+    names = ["sac", "sac-time", "sac-sps"]
     if sacbench_config.evaluates(config):
-        plots = expand(
-            results("plots/{name}.{ext}"), name=EVAL_PLOT_NAME, ext=["png", "svg"]
+        names.append("sac-eval")
+    if any(env_id in published.PR424 for env_id in ENV_IDS):
+        names.extend(["sac-aggregate", "sac-profile"])
+    return names
+
+
+def plot_outputs():
+    """The plots rule's outputs: each figure's PNG, shown in the report, and its SVG."""
+    outputs = {}
+    for name in plot_names():
+        outputs[f"{name}_png"] = report(
+            results(f"plots/{name}.png"),
+            caption=f"../report/{PLOT_CAPTIONS[name]}",
+            category="Plots",
         )
-    videos = expand(
+        outputs[f"{name}_svg"] = results(f"plots/{name}.svg")
+    return outputs
+
+
+def video_targets():
+    """Each video the report shows."""
+    return expand(
         results("videos/{variant}/{env_id}.{ext}"),
         variant=TRAINER_VARIANTS,  # a command variant's runs are not filmed
         env_id=VIDEO_ENV_IDS,
         ext=["mp4", "html"],
     )
-    return plots + videos
 
 
 def all_targets(wildcards):
@@ -239,7 +253,6 @@ def all_targets(wildcards):
         results("sac_aggregate.md"),
         results("sac_aggregate.csv"),
         *expand(results("{stem}.html"), stem=["sac_runtimes", "sac", "sac_aggregate"]),
-        *expand(results("plots/{name}.{ext}"), name=PLOT_NAMES, ext=["png", "svg"]),
-        *aggregate_plot_targets(),
-        *evaluation_targets(),
+        *expand(results("plots/{name}.{ext}"), name=plot_names(), ext=["png", "svg"]),
+        *video_targets(),
     ]
