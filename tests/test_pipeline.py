@@ -364,7 +364,7 @@ def test_a_train_job_that_dies_is_rerun_and_resumes_from_its_checkpoint(tmp_path
         "env_ids": ["Pusher-v4"],
         "seeds": [1],
         "variants": {"base": {}},
-        "train": {**TINY_CONFIG["train"], "total_timesteps": 4000, "checkpoint_interval": 200},
+        "train": {**TINY_CONFIG["train"], "total_timesteps": 2000, "checkpoint_interval": 200},
     }
     write_config(tmp_path, config)
     run_dir = tmp_path / "results" / "runs" / "base" / "Pusher-v4" / "1"
@@ -402,6 +402,6 @@ def test_a_train_job_that_dies_is_rerun_and_resumes_from_its_checkpoint(tmp_path
     sessions = json.loads((run_dir / "metadata.json").read_text())["sessions"]
     assert len(sessions) == 2
     assert sessions[1]["start_step"] > 0
-    assert sessions[1]["end_step"] == 4000
-    assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 4000
+    assert sessions[1]["end_step"] == 2000
+    assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 2000
     assert "Pusher-v4" in (tmp_path / "results" / "sac_runtimes.md").read_text()
