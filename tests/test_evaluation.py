@@ -39,7 +39,6 @@ from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.policy import policy_forward
 from sacbench.sac.reference_learner import ReferenceLearner
 from sacbench.tags import EVAL_EPISODE_TAGS, EVAL_TAGS
-from sacbench.training.cli import main as train_main
 from sacbench.training.evaluate_cli import evaluate_saved_policy, main
 from sacbench.training.evaluation import (
     Evaluator,
@@ -49,7 +48,7 @@ from sacbench.training.evaluation import (
 )
 from sacbench.training.policy_file import POLICY_FORMAT_VERSION, load_policy, save_policy
 from sacbench.training.run_dir import KILL_POINT_VARIABLE
-from tests.trainer_runs import read_scalars, reproducible, run_trainer
+from tests.trainer_runs import read_scalars, reproducible, run_trainer, train_in_process
 
 CPU = torch.device("cpu")
 LOW, HIGH = np.array([-2.0, -0.5], dtype=np.float32), np.array([1.0, 3.0], dtype=np.float32)
@@ -223,13 +222,9 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     (root / "launched").write_text(repr(launched))
     # The runs that film nothing, in this process (`python -m sacbench.train` is a process start,
     # mostly `import torch`, away): filming needs MUJOCO_GL set before MuJoCo loads.
-    assert train_here(root / "none", *BASE, "--eval-episodes", "0") == 0
-    assert train_here(root / "reference", *REFERENCE, "--save-model") == 0
+    assert train_in_process(root / "none", *BASE, "--eval-episodes", "0") == 0
+    assert train_in_process(root / "reference", *REFERENCE, "--save-model") == 0
     return {name: root / name for name in ("eval", "none", "reference")} | {"root": root}
-
-
-def train_here(run_dir: Path, *flags: str) -> int:
-    return train_main(["--run-dir", str(run_dir), *flags])
 
 
 def points(run_dir: Path, tag: str) -> list[tuple[int, float]]:
@@ -384,9 +379,9 @@ def test_run_dir_recorded_before_evaluation_existed_is_not_trained_again(runs, t
     (run_dir / "metadata.json").write_text(json.dumps(metadata))
     before = {path.name: path.read_bytes() for path in run_dir.glob("*tfevents*")}
 
-    assert train_here(run_dir, *REFERENCE) == 0
+    assert train_in_process(run_dir, *REFERENCE) == 0
     assert "nothing to do" in capsys.readouterr().out
-    assert train_here(run_dir, *REFERENCE, "--eval-episodes", "3") == 2
+    assert train_in_process(run_dir, *REFERENCE, "--eval-episodes", "3") == 2
     assert "eval_episodes: recorded 10, asked 3" in capsys.readouterr().err
     assert {path.name: path.read_bytes() for path in run_dir.glob("*tfevents*")} == before
 

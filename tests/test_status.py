@@ -34,7 +34,7 @@ from sacbench.pipeline.status import (
 )
 from sacbench.training.checkpoint import load_state
 from sacbench.training.progress import RETURN_WINDOW, RunProgress
-from tests.trainer_runs import run_trainer, start_trainer, train_command, write_format_1_state
+from tests.trainer_runs import start_trainer, train_command, train_in_process, write_format_1_state
 from tests.workflow_copies import interruptible
 
 pytestmark = pytest.mark.slow
@@ -104,7 +104,7 @@ def signal_at_step(process: subprocess.Popen, *, step: int, signal_number: int) 
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished") / "run"
-    run_trainer(run_dir, *RUN)
+    assert train_in_process(run_dir, *RUN) == 0
     return run_dir
 
 
@@ -161,7 +161,7 @@ def test_stopped_run_says_stopped_at_its_checkpoint(stopped_run):
 
 def test_resumed_run_reports_the_uninterrupted_returns_window(stopped_run, finished_run, tmp_path):
     run_dir = copy_run(stopped_run, tmp_path / "run")
-    run_trainer(run_dir, *RUN)
+    assert train_in_process(run_dir, *RUN) == 0
     resumed, uninterrupted = read_progress(run_dir), read_progress(finished_run)
     assert resumed["state"] == "completed"
     assert resumed["session_start_step"] == read_progress(stopped_run)["global_step"]
@@ -177,7 +177,7 @@ def test_checkpoint_without_progress_state_still_resumes(stopped_run, tmp_path):
     state = load_state(state_path)
     del state["progress"]
     write_format_1_state(state_path, state)
-    run_trainer(run_dir, *RUN)
+    assert train_in_process(run_dir, *RUN) == 0
     progress = read_progress(run_dir)
     returns_after = [
         value

@@ -26,6 +26,7 @@ from tests.trainer_runs import (
     reproducible,
     run_trainer,
     start_trainer,
+    train_in_process,
     write_format_1_state,
 )
 
@@ -132,25 +133,16 @@ def test_same_seed_gives_identical_scalars(finished_run, tmp_path):
     )
 
 
-# Where a test needs no process of its own (no signal, no start-up timing), it runs the trainer
-# in this process, as `python -m sacbench.train` would (sacbench.training.cli.main): each saves
-# about 1.5 s of CPU, mostly `import torch`.
-
-
-def train_here(run_dir: Path, *flags: str) -> int:
-    return main(["--run-dir", str(run_dir), *flags])
-
-
 def test_finished_run_is_not_trained_again(finished_run, capsys):
     before = {path.name: path.stat().st_mtime_ns for path in finished_run.rglob("*")}
-    assert train_here(finished_run, *RUN) == 0
+    assert train_in_process(finished_run, *RUN) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert {path.name: path.stat().st_mtime_ns for path in finished_run.rglob("*")} == before
 
 
 def test_run_dir_with_other_args_is_refused_and_left_alone(finished_run, capsys):
     before = sorted(path.name for path in finished_run.rglob("*"))
-    assert train_here(finished_run, *RUN, "--batch-size", "32", "--seed", "7") == 2
+    assert train_in_process(finished_run, *RUN, "--batch-size", "32", "--seed", "7") == 2
     refusal = capsys.readouterr().err
     assert "batch_size: recorded 64, asked 32" in refusal
     assert "seed: recorded 1, asked 7" in refusal
@@ -161,8 +153,8 @@ def test_overwrite_moves_the_old_run_aside(tmp_path):
     run_dir = tmp_path / "run"
     short = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "300", "--learning-starts",
              "200", "--batch-size", "16")  # fmt: skip
-    assert train_here(run_dir, *short) == 0
-    assert train_here(run_dir, *short, "--gamma", "0.9", "--overwrite") == 0
+    assert train_in_process(run_dir, *short) == 0
+    assert train_in_process(run_dir, *short, "--gamma", "0.9", "--overwrite") == 0
     (moved,) = tmp_path.glob("run.replaced-*")
     assert (moved / "complete.json").exists()
     assert json.loads((run_dir / "metadata.json").read_text())["args"]["gamma"] == 0.9
@@ -296,7 +288,7 @@ def _assert_killed_and_resumed_run_equals(
 
 
 def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
-    assert train_here(tmp_path / "r", "--env-id", "InvertedPendulum-v4", "--total-timesteps",
+    assert train_in_process(tmp_path / "r", "--env-id", "InvertedPendulum-v4", "--total-timesteps",
                       "301", "--learning-starts", "200", "--batch-size", "16") == 0  # fmt: skip
     elapsed = read_scalars(tmp_path / "r")["charts/elapsed_seconds"]
     assert [step for step, _ in elapsed] == [300]
@@ -308,7 +300,7 @@ def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
 @pytest.mark.parametrize("update_path", ["fast", "reference"])
 def test_run_with_fixed_alpha_keeps_it_and_writes_no_alpha_loss(tmp_path, update_path):
     run_dir = tmp_path / "r"
-    assert train_here(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "450",
+    assert train_in_process(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "450",
                       "--learning-starts", "200", "--batch-size", "16", "--no-autotune",
                       "--alpha", "0.3", "--update-path", update_path) == 0  # fmt: skip
     assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 450

@@ -24,7 +24,7 @@ from sacbench.training.loop import train
 from sacbench.training.replay import ReplayBuffer
 from sacbench.training.rng import seed_everything
 from sacbench.training.run_dir import KILL_POINT_VARIABLE, RunDir, RunDirError
-from tests.trainer_runs import run_trainer
+from tests.trainer_runs import run_trainer, train_in_process
 
 CPU = torch.device("cpu")
 
@@ -107,11 +107,11 @@ def test_learning_starts_past_the_end_warns_but_runs(tmp_path):
     assert (tmp_path / "r" / "complete.json").exists()
 
 
-def test_corrupt_checkpoint_is_named_and_kept(tmp_path):
+def test_corrupt_checkpoint_is_named_and_kept(tmp_path, capsys):
     run_dir = tmp_path / "r"
     short = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "300", "--learning-starts",
              "200", "--batch-size", "16")  # fmt: skip
-    run_trainer(run_dir, *short)
+    assert train_in_process(run_dir, *short) == 0
     # Pretend the job died before finishing: no completion record, the last session running.
     # (A finished run's damaged final state is repaired from its metadata and events instead:
     # tests/test_faults.py.)
@@ -122,9 +122,9 @@ def test_corrupt_checkpoint_is_named_and_kept(tmp_path):
     state = run_dir / "checkpoint" / "state.pt"
     state.parent.mkdir(exist_ok=True)
     state.write_bytes(b"not a checkpoint")
-    completed = run_trainer(run_dir, *short, check=False)
-    assert completed.returncode == 2
-    assert str(state) in completed.stderr and "cannot be loaded" in completed.stderr
+    assert train_in_process(run_dir, *short) == 2
+    refusal = capsys.readouterr().err
+    assert str(state) in refusal and "cannot be loaded" in refusal
     assert state.read_bytes() == b"not a checkpoint"
 
 
