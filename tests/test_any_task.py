@@ -21,7 +21,7 @@ from sacbench.training.envs import (
     restore_env_state,
     step_env,
 )
-from tests.trainer_runs import read_scalars, run_trainer
+from tests.trainer_runs import read_scalars, train_in_process
 
 # The list: v5 versions of benchmark tasks, and tasks the benchmark does not have.
 OTHER_TASKS = (
@@ -85,9 +85,10 @@ def test_what_cannot_be_trained_is_refused_naming_the_id(env_id, message, capsys
 
 def test_a_short_run_on_a_v5_task_reaches_the_update(tmp_path):
     run_dir = tmp_path / "ant"
-    run_trainer(run_dir, "--env-id", "Ant-v5", "--seed", "1", "--total-timesteps", "1200",
-                "--learning-starts", "1000", "--batch-size", "64", "--buffer-size", "1200",
-                "--checkpoint-interval", "0", "--eval-episodes", "1")  # fmt: skip
+    assert train_in_process(run_dir, "--env-id", "Ant-v5", "--seed", "1", "--total-timesteps",
+                            "1200", "--learning-starts", "1000", "--batch-size", "64",
+                            "--buffer-size", "1200", "--checkpoint-interval", "0",
+                            "--eval-episodes", "1") == 0  # fmt: skip
     scalars = read_scalars(run_dir)
     for tag in LOSS_TAGS:
         assert [step for step, _ in scalars[tag]] == [1100], tag

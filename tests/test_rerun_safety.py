@@ -26,7 +26,7 @@ from sacbench.atomic import new_file_mode
 from sacbench.tags import CLOCK_TAGS, EVAL_EPISODE_TAGS
 from sacbench.training.checkpoint import load_state
 from sacbench.training.run_dir import KILL_POINT_VARIABLE, KILL_POINTS
-from tests.trainer_runs import read_scalars, reproducible, run_trainer, write_format_1_state
+from tests.trainer_runs import read_scalars, reproducible, train_in_process, write_format_1_state
 from tests.workflow_copies import run_verbatim, workflow_copy, write_config
 
 pytestmark = pytest.mark.slow
@@ -244,11 +244,11 @@ SHORT = ("--env-id", "InvertedPendulum-v4", "--total-timesteps", "400", "--learn
          "100", "--batch-size", "16", "--checkpoint-interval", "150")  # fmt: skip
 
 
-def test_a_finished_run_of_an_older_sacbench_is_repaired_not_retrained(tmp_path: Path):
+def test_a_finished_run_of_an_older_sacbench_is_repaired_not_retrained(tmp_path: Path, capsys):
     """Run dirs finished before the final state existed: the last checkpoint is a periodic
     one whose buffer chunks completion deleted. Asked again, they must not fail forever."""
     run_dir = tmp_path / "run"
-    run_trainer(run_dir, *SHORT)
+    assert train_in_process(run_dir, *SHORT) == 0
     record = json.loads((run_dir / "complete.json").read_text())
     # Make it look like sacbench 0.1.0 left it: format 1, no final marks, no complete.json.
     state_path = run_dir / "checkpoint" / "state.pt"
@@ -261,9 +261,10 @@ def test_a_finished_run_of_an_older_sacbench_is_repaired_not_retrained(tmp_path:
     (run_dir / "complete.json").unlink()
     before = fingerprint(run_dir)
 
-    completed = run_trainer(run_dir, *SHORT)
+    capsys.readouterr()
+    assert train_in_process(run_dir, *SHORT) == 0
 
-    assert "its completion record was restored" in completed.stdout
+    assert "its completion record was restored" in capsys.readouterr().out
     assert fingerprint(run_dir) == before
     restored = json.loads((run_dir / "complete.json").read_text())
     assert restored["global_step"] == 400
