@@ -52,7 +52,13 @@ from sacbench.sac.handwritten import HandwrittenFormulation
 from sacbench.sac.learners import fast_gradients, make_learner
 from sacbench.sac.mixed_precision import native_bf16_products
 from sacbench.sac.reference_learner import ReferenceLearner
-from tests.trainer_runs import SHORT_RUN, read_scalars, run_trainer, train_command
+from tests.trainer_runs import (
+    SHORT_RUN,
+    read_scalars,
+    run_trainer,
+    train_command,
+    train_in_process,
+)
 
 CPU = torch.device("cpu")
 
@@ -433,12 +439,15 @@ def recorded_updates(run_dir: Path) -> list[dict]:
     return [session["update"] for session in metadata["sessions"]] + [metadata["update"]]
 
 
-def test_the_fused_update_trains_a_real_run_by_default_and_is_a_session_setting(tmp_path, fused):
+def test_the_fused_update_trains_a_real_run_by_default_and_is_a_session_setting(
+    tmp_path, fused, capsys
+):
     """A real run with the default update: the fused one, recorded with its products' library.
     Asked again with --no-fused-update, it is the same finished run (the flag changes how the
     update is computed, not what), so nothing is trained again."""
     run_dir = tmp_path / "run"
-    run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0")
+    assert train_in_process(run_dir, *SHORT_RUN, "--total-timesteps", "1200",
+                            "--eval-episodes", "0") == 0  # fmt: skip
     metadata = json.loads((run_dir / "metadata.json").read_text())
     sessions = metadata["sessions"]
     assert [(s["session_args"]["fused_update"], s["exit_status"]) for s in sessions] == [
@@ -450,9 +459,11 @@ def test_the_fused_update_trains_a_real_run_by_default_and_is_a_session_setting(
     assert recorded_updates(run_dir) == [fused_record, fused_record]
     losses = dict(read_scalars(run_dir)["losses/qf_loss"])
     assert min(losses) <= 1100 and all(np.isfinite(value) for value in losses.values()), losses
-    again = run_trainer(run_dir, *SHORT_RUN, "--total-timesteps", "1200", "--eval-episodes", "0",
-                        "--no-fused-update")  # fmt: skip
-    assert "holds a run that finished all 1200 steps" in again.stdout, again.stdout
+    capsys.readouterr()
+    assert train_in_process(run_dir, *SHORT_RUN, "--total-timesteps", "1200",
+                            "--eval-episodes", "0", "--no-fused-update") == 0  # fmt: skip
+    again = capsys.readouterr().out
+    assert "holds a run that finished all 1200 steps" in again, again
     assert len(json.loads((run_dir / "metadata.json").read_text())["sessions"]) == 1
 
 

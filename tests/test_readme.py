@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from sacbench.events import read_run_scalars
-from tests.trainer_runs import run_trainer, stop_once_it_prints
+from tests.trainer_runs import stop_once_it_prints, train_in_process
 from tests.workflow_copies import (
     REPO,
     SMOKE_COMMAND,
@@ -438,8 +438,9 @@ def test_evaluated_run_films_its_evaluations(tmp_path: Path):
 
 def test_evaluate_command_replays_the_final_evaluation(tmp_path: Path):
     run_dir = tmp_path / "runs" / "pendulum-1"
-    run_trainer(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "1200",
-                "--learning-starts", "1000", "--batch-size", "64", "--save-model")  # fmt: skip
+    assert train_in_process(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps",
+                            "1200", "--learning-starts", "1000", "--batch-size", "64",
+                            "--save-model") == 0  # fmt: skip
 
     printed = verbatim(tmp_path, EVALUATE).stdout
 
