@@ -200,8 +200,8 @@ def allow_missing_flag():
 # The figures of the plots rule, each with its report caption (sacbench.results.plots.FIGURES
 # has them all). The evaluation figure is drawn only when the runs evaluate, and the aggregate's
 # (interval estimates, performance profile) only when some task has the published pr-424 return a
-# normalised score needs. One job draws them all, as each `report plots` process pays about a
-# second of imports (matplotlib, pandas) before it draws anything.
+# normalised score needs. One job draws them all, as each `report plots` process pays about
+# 0.8 s of imports (matplotlib, pandas) before it draws anything.
 PLOT_CAPTIONS = {
     "sac": "sac_plot.rst",
     "sac-time": "sac_time_plot.rst",
