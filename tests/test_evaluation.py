@@ -220,8 +220,8 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     launched = time.time()
     run_trainer(root / "eval", *EVAL, "--capture-video", "--save-model")
     (root / "launched").write_text(repr(launched))
-    # The runs that film nothing, in this process (`python -m sacbench.train` is a process start,
-    # mostly `import torch`, away): filming needs MUJOCO_GL set before MuJoCo loads.
+    # The runs that film nothing train in this process; a filmed run needs a process of its own,
+    # with MUJOCO_GL set before MuJoCo loads.
     assert train_in_process(root / "none", *BASE, "--eval-episodes", "0") == 0
     assert train_in_process(root / "reference", *REFERENCE, "--save-model") == 0
     return {name: root / name for name in ("eval", "none", "reference")} | {"root": root}
@@ -349,16 +349,19 @@ def test_evaluate_command_prints_the_returns_and_never_overwrites_a_video(runs, 
     # evaluation, before the final state: resumed from 1000, it evaluates at 1200 again only.
     ["after-evaluation-800", "before-final-state"],
 )
-def test_killed_run_keeps_the_evaluation_schedule(runs, tmp_path, monkeypatch, kill_point):
+def test_killed_run_keeps_the_evaluation_schedule(runs, tmp_path, monkeypatch, capsys, kill_point):
     run_dir = tmp_path / "run"
     monkeypatch.setenv(KILL_POINT_VARIABLE, kill_point)
     killed = run_trainer(run_dir, *EVAL, check=False)
     assert killed.returncode == -9, killed.stdout[-2000:] + killed.stderr[-2000:]
     monkeypatch.delenv(KILL_POINT_VARIABLE)
+    capsys.readouterr()
 
-    resumed = run_trainer(run_dir, *EVAL)
+    # Resumed in this process: the kill point is unset, and this run films nothing.
+    assert train_in_process(run_dir, *EVAL) == 0
 
-    evaluated = [line for line in resumed.stdout.splitlines() if line.startswith("evaluation")]
+    resumed = capsys.readouterr().out
+    evaluated = [line for line in resumed.splitlines() if line.startswith("evaluation")]
     redone = [800, 1200] if kill_point == "after-evaluation-800" else [1200]
     assert [int(line.split()[2]) for line in evaluated] == redone
     scalars = read_scalars(run_dir)

@@ -60,7 +60,7 @@ def finished_run(timed_run) -> Path:
 @pytest.fixture(scope="module")
 def finished_reference_run(tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("finished-reference") / "run"
-    run_trainer(run_dir, *REFERENCE_RUN)
+    assert train_in_process(run_dir, *REFERENCE_RUN) == 0
     return run_dir
 
 
@@ -127,7 +127,8 @@ def test_hyperparameters_text_and_metadata(finished_run):
 
 
 def test_same_seed_gives_identical_scalars(finished_run, tmp_path):
-    run_trainer(tmp_path / "again", *RUN)
+    # Here in this process, there in a process of its own: the same scalars.
+    assert train_in_process(tmp_path / "again", *RUN) == 0
     assert reproducible(read_scalars(tmp_path / "again")) == reproducible(
         read_scalars(finished_run)
     )
@@ -205,9 +206,9 @@ def test_reference_path_killed_and_resumed_equals_uninterrupted(finished_referen
     assert 330 < metadata["sessions"][1]["start_step"] < 400  # resumed mid-interval, training
 
 
-def test_bf16_run_killed_and_resumed_equals_uninterrupted(tmp_path):
+def test_bf16_run_killed_and_resumed_equals_uninterrupted(tmp_path, capsys):
     finished = tmp_path / "finished"
-    run_trainer(finished, *BF16_RUN)
+    assert train_in_process(finished, *BF16_RUN) == 0
     losses = read_scalars(finished)["losses/qf_loss"]
     assert [step for step, _ in losses] == [300, 400]  # it trained (learning_starts 200)
     run_dir = tmp_path / "run"
@@ -217,8 +218,9 @@ def test_bf16_run_killed_and_resumed_equals_uninterrupted(tmp_path):
     args = json.loads((run_dir / "metadata.json").read_text())["args"]
     assert (args["update_path"], args["precision"]) == ("fast", "bf16")
     # A float32 run is another run: the bf16 run dir refuses it and stays as it is.
-    refused = run_trainer(run_dir, *BF16_RUN[:-2], "--precision", "fp32", check=False)
-    assert refused.returncode == 2 and "precision: recorded 'bf16', asked 'fp32'" in refused.stderr
+    capsys.readouterr()
+    assert train_in_process(run_dir, *BF16_RUN[:-2], "--precision", "fp32") == 2
+    assert "precision: recorded 'bf16', asked 'fp32'" in capsys.readouterr().err
 
 
 def test_legacy_checkpoint_resumes(finished_run, tmp_path):
@@ -263,7 +265,8 @@ def _assert_killed_and_resumed_run_equals(
     if before_resume is not None:
         before_resume(run_dir / "checkpoint" / "state.pt")
 
-    run_trainer(run_dir, *run)
+    # The resume needs no process of its own: the signal went to the first session's.
+    assert train_in_process(run_dir, *run) == 0
 
     resumed = read_scalars(run_dir)
     for tag, series in resumed.items():
@@ -288,8 +291,9 @@ def _assert_killed_and_resumed_run_equals(
 
 
 def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
-    assert train_in_process(tmp_path / "r", "--env-id", "InvertedPendulum-v4", "--total-timesteps",
-                      "301", "--learning-starts", "200", "--batch-size", "16") == 0  # fmt: skip
+    assert train_in_process(tmp_path / "r", "--env-id", "InvertedPendulum-v4",
+                            "--total-timesteps", "301", "--learning-starts", "200",
+                            "--batch-size", "16") == 0  # fmt: skip
     elapsed = read_scalars(tmp_path / "r")["charts/elapsed_seconds"]
     assert [step for step, _ in elapsed] == [300]
 
@@ -300,9 +304,10 @@ def test_last_step_on_the_log_cadence_is_logged_once(tmp_path):
 @pytest.mark.parametrize("update_path", ["fast", "reference"])
 def test_run_with_fixed_alpha_keeps_it_and_writes_no_alpha_loss(tmp_path, update_path):
     run_dir = tmp_path / "r"
-    assert train_in_process(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps", "450",
-                      "--learning-starts", "200", "--batch-size", "16", "--no-autotune",
-                      "--alpha", "0.3", "--update-path", update_path) == 0  # fmt: skip
+    assert train_in_process(run_dir, "--env-id", "InvertedPendulum-v4", "--total-timesteps",
+                            "450", "--learning-starts", "200", "--batch-size", "16",
+                            "--no-autotune", "--alpha", "0.3",
+                            "--update-path", update_path) == 0  # fmt: skip
     assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 450
     metadata = json.loads((run_dir / "metadata.json").read_text())
     assert metadata["args"]["autotune"] is False and metadata["args"]["alpha"] == 0.3
