@@ -46,6 +46,12 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def drawn_figures(printed_dry_run: str) -> list[str]:
+    """The --figures of the one `report plots` command a `snakemake -n -p` run prints."""
+    (figures,) = re.findall(r"sacbench.report plots .* --figures ([\w -]+?) --", printed_dry_run)
+    return figures.split()
+
+
 def dry_run(workdir: Path, *extra: str) -> list[tuple[str, str]]:
     done = run([*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "-n", *extra], cwd=workdir)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -76,9 +82,8 @@ def test_default_config_plans_the_full_benchmark(workdir: Path):
     # One job draws every figure: the evaluation figure, as every run ends with a final
     # evaluation, and the aggregate's, as every task has a pr-424 return. Nothing is filmed.
     assert counts["plots"] == 1 and "video" not in counts
-    (drawn,) = re.findall(r"sacbench.report plots .* --figures ([\w -]+?) --", done.stdout)
-    assert drawn.split() == ["sac", "sac-time", "sac-sps", "sac-eval", "sac-aggregate",
-                             "sac-profile"]  # fmt: skip
+    assert drawn_figures(done.stdout) == ["sac", "sac-time", "sac-sps", "sac-eval",
+                                          "sac-aggregate", "sac-profile"]  # fmt: skip
     trained = {output for rule, output in jobs if rule == "train"}
     assert "results/runs/sac_continuous_action/Humanoid-v4/3/complete.json" in trained
 
@@ -118,8 +123,7 @@ def test_smoke_profile_plans_six_runs_that_reach_the_update(workdir: Path):
         assert ("--capture-video" in command.split()) == filmed, command
     videos = [output for rule, output in jobs if rule == "video"]
     assert videos == ["results/smoke/videos/sac_continuous_action/InvertedPendulum-v4.mp4"]
-    (drawn,) = re.findall(r"sacbench.report plots .* --figures ([\w -]+?) --", done.stdout)
-    assert "sac-eval" in drawn.split()
+    assert "sac-eval" in drawn_figures(done.stdout)
 
 
 RUNTIME_KEYS = {"threads", "mem_mb", "mem", "runtime", "resources", "slurm_partition",
