@@ -249,6 +249,24 @@ def test_no_text_covers_data_or_other_text(
         plt.close(figure)
 
 
+def test_titles_meet_no_number_written_above_the_axis(tmp_path: Path) -> None:
+    """Returns of about 1,000,000 that vary by less than one: matplotlib's default writes an
+    offset ("+1.00001e6") above the y axis, where the panel's title is placed by hand. The tick
+    labels say the plain numbers instead, and nothing is written above the axis."""
+    runs = [SyntheticRun(base_return=1_000_000.0, return_slope=0.01)]
+    figure = plots.returns_vs_steps(_runset(tmp_path, runs, ("fast",)), smoothing_episodes=1)
+    try:
+        figure.canvas.draw()
+        (axis,) = figure.axes
+        assert axis.yaxis.offsetText.get_text() == ""
+        low, high = axis.get_ylim()
+        shown = [label.get_text() for tick, label in zip(axis.get_yticks(), axis.get_yticklabels(),
+                 strict=True) if low <= tick <= high]  # fmt: skip
+        assert shown and all(1_000_000 <= float(text) < 1_000_100 for text in shown), shown
+    finally:
+        plt.close(figure)
+
+
 def test_plots_choose_agg_whatever_backend_the_environment_names() -> None:
     # The module selects Agg itself rather than relying on the environment (in this process
     # the test setup may already have chosen Agg). Headless, matplotlib itself replaces an
