@@ -260,8 +260,8 @@ def test_titles_meet_no_number_written_above_the_axis(tmp_path: Path) -> None:
         (axis,) = figure.axes
         assert axis.yaxis.offsetText.get_text() == ""
         low, high = axis.get_ylim()
-        shown = [label.get_text() for tick, label in zip(axis.get_yticks(), axis.get_yticklabels(),
-                 strict=True) if low <= tick <= high]  # fmt: skip
+        ticks = zip(axis.get_yticks(), axis.get_yticklabels(), strict=True)
+        shown = [label.get_text() for tick, label in ticks if low <= tick <= high]
         assert shown and all(1_000_000 <= float(text) < 1_000_100 for text in shown), shown
     finally:
         plt.close(figure)
