@@ -65,18 +65,13 @@ def _grid(runset: RunSet) -> tuple[Figure, list[plt.Axes]]:
     for axis, env_id in zip(flat, env_ids, strict=False):
         # Left-aligned, so the right-hand side of the title line can carry the reference value.
         # At the top (y=1.0) by hand: matplotlib's automatic placement moves a title only above a
-        # y axis's offset text or top tick labels, which these panels never have, and measures
-        # every tick label at each draw to find out (a sixth of a plots command's time).
+        # y axis's offset text ("+2.26e2", "1e6") or top tick labels, which these panels never
+        # have (plain numbers below), and measures every tick label at each draw to find out (a
+        # sixth of a plots command's time).
         axis.set_title(env_id, loc="left", fontsize=10, y=1.0)
-        _plain_numbers_on_y(axis)
+        axis.ticklabel_format(axis="y", style="plain", useOffset=False)
         axis.grid(alpha=0.3)
     return figure, flat[: len(env_ids)]
-
-
-def _plain_numbers_on_y(axis: plt.Axes) -> None:
-    """Tick labels as plain numbers, with no offset ("+2.26e2") or multiplier ("1e6") written
-    above the axis, where it would meet the panel's title."""
-    axis.ticklabel_format(axis="y", style="plain", useOffset=False)
 
 
 def _colours(variants: Sequence[str]) -> dict[str, str]:
