@@ -1,8 +1,11 @@
 """`python -m sacbench.run_command`: see sacbench.pipeline.external."""
 
+import gc
 import sys
 
 from sacbench.pipeline.external import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_status = main()
+    gc.freeze()  # no collection sweep at shutdown: docs/performance.md, "Process exits"
+    sys.exit(exit_status)

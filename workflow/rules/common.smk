@@ -1,5 +1,6 @@
 # Helpers for the rules: config validation, the run matrix, input functions, resources.
 # The logic lives in sacbench/pipeline/config.py (unit-tested); this file only adapts it to Snakemake.
+import gc
 import json
 import os
 import re
@@ -256,3 +257,9 @@ def all_targets(wildcards):
         *expand(results("plots/{name}.{ext}"), name=plot_names(), ext=["png", "svg"]),
         *video_targets(),
     ]
+
+
+# Everything made so far (Snakemake's, pandas', MuJoCo's objects, this workflow's) lives until the
+# process ends: kept out of the garbage collector's sweeps, each `snakemake` command takes about
+# a sixth less CPU (docs/performance.md, "Process exits").
+gc.freeze()
