@@ -23,6 +23,7 @@ from benchmarks import (
     fingerprint,
     fused_sections,
     learning_sanity,
+    process_exit,
     shared_device_sps,
     train_sps,
 )
@@ -395,3 +396,26 @@ def test_fingerprint_refuses_a_tree_without_sacbench(tmp_path, capsys):
         fingerprint.parse_args(["--against", str(tmp_path)])
     assert exit_info.value.code == 2
     assert f"--against {tmp_path}: no sacbench/train.py there" in capsys.readouterr().err
+
+
+# ---- benchmarks/process_exit.py: what a command's exit costs ------------------------------------
+
+
+def test_process_exit_times_snakemake_with_and_without_the_workflows_freeze(capsys):
+    """Both sides run and are told apart: the shipped workflow freezes once Snakemake has read it
+    (the benchmark stops otherwise), the other side's gc.freeze does nothing."""
+    assert process_exit.main(["--commands", "snakemake-dry-run", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^snakemake-dry-run: no freeze \d+\.\d\d s \(\d+\.\d\d\); as shipped \d+\.\d\d s "
+        r"\(\d+\.\d\d\); ratio \d+\.\d\d$",
+        out,
+        flags=re.MULTILINE,
+    ), out
+
+
+def test_process_exit_stops_at_a_command_that_does_not_freeze(tmp_path):
+    # `python -m platform` prints this machine's platform and exits without freezing anything.
+    with pytest.raises(SystemExit, match="platform froze 0 objects .*: it no longer freezes"):
+        process_exit.timed("platform", [], freeze=True, record=tmp_path / "count")
+    process_exit.timed("platform", [], freeze=False, record=tmp_path / "count")  # no error
