@@ -10,7 +10,7 @@ The layers, bottom up (issue 11):
 - pipeline: what the Snakemake workflow calls (config, resources, status); imports training, sac
   and leaves;
 - entry shims (`python -m sacbench.train|report|status|evaluate|run_command`):
-  import only a layer's `main`.
+  import only a layer's `main`, and call `gc.freeze()` before they exit.
 
 The import graph is read from the source with ast, lazy and TYPE_CHECKING imports included.
 Every check is strict: no exceptions are listed.
