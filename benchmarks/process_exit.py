@@ -109,14 +109,18 @@ def timed(module: str, arguments: list[str], *, freeze: bool, record: Path) -> f
                    "PYTHONWARNINGS": "ignore"}  # fmt: skip
     if not freeze:
         environment["SACBENCH_BENCHMARK_NO_FREEZE"] = "1"
+    record.unlink(missing_ok=True)  # a child that exits without writing one must not pass
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-c", PRELUDE, module, *arguments],
         cwd=THIS_TREE, env=environment, capture_output=True, text=True,
     )  # fmt: skip
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command = " ".join([module, *arguments])
     if done.returncode != 0:
-        raise SystemExit(f"{module} {' '.join(arguments)} failed:\n{done.stderr[-3000:]}")
+        raise SystemExit(f"{command} failed:\n{done.stderr[-3000:]}")
+    if not record.is_file():
+        raise SystemExit(f"{command} exited without running its atexit hooks")
     frozen = int(record.read_text())
     if (frozen > 0) != freeze:
         raise SystemExit(

@@ -228,7 +228,8 @@ def test_entry_shims_import_only_a_main():
         ours = [entry for entry in imports if "sacbench" in f"{entry[0]} {entry[1]}"]
         assert len(ours) == 1 and ours[0][1] == ["main"], f"{name} imports {ours}"
         # ...and exits without Python's collection sweep (benchmarks/process_exit.py).
-        assert "    gc.freeze()" in modules[name].read_text().split('if __name__ == "__main__":')[1]
+        main_block = modules[name].read_text().partition('if __name__ == "__main__":')[2]
+        assert "    gc.freeze()" in main_block, f"{name} exits without gc.freeze()"
 
 
 def test_no_function_over_60_lines_without_a_reason():
