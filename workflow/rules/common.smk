@@ -259,7 +259,7 @@ def all_targets(wildcards):
     ]
 
 
-# Everything made so far (Snakemake's, pandas', MuJoCo's objects, this workflow's) lives until the
-# process ends: kept out of the garbage collector's sweeps, each `snakemake` command takes about
-# a sixth less CPU (docs/performance.md, "Process exits").
+# Everything made so far (Snakemake's, pandas', MuJoCo's objects, this workflow's) is kept out of
+# the garbage collector's sweeps, the one at Python's shutdown included: each `snakemake` command
+# takes about a sixth less CPU (docs/performance.md, "Process exits").
 gc.freeze()
