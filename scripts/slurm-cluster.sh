@@ -6,7 +6,8 @@
 #   scripts/slurm-cluster.sh start    # munged (unless one already answers), slurmctld, slurmd;
 #                                     # returns once the node is idle
 #   scripts/slurm-cluster.sh status   # exit 0 when up and answering, 3 when not running
-#   scripts/slurm-cluster.sh stop     # cancels jobs, stops what `start` started, by PID
+#   scripts/slurm-cluster.sh stop     # cancels jobs, kills what they left behind, stops what
+#                                     # `start` started, by PID
 #
 # The node gets this machine's CPU count (nproc) and memory (free -m). There is no accounting
 # database, so `sacct` does not work: use the executor's `slurm-status-command: squeue`, which
@@ -24,6 +25,7 @@
 set -euo pipefail
 
 readonly CONF=/etc/slurm/slurm.conf
+readonly CLUSTER_NAME=sacbench
 readonly MARKER="# Written by sacbench scripts/slurm-cluster.sh"
 readonly STATE_DIR="${SACBENCH_SLURM_DIR:-/var/lib/sacbench-slurm}"
 readonly PARTITION="${SACBENCH_SLURM_PARTITION:-main}"
@@ -61,10 +63,19 @@ require_binaries() {
   fi
 }
 
+# Whether process PID runs. A daemon that exited stays a zombie until PID 1 reaps it, which on
+# some machines takes seconds, and `kill -0` succeeds on a zombie.
+alive() {
+  local pid=$1 state
+  as_root kill -0 "$pid" 2>/dev/null || return 1
+  state=$(ps -o stat= -p "$pid" 2>/dev/null) || return 1
+  [[ $state != Z* ]]
+}
+
 pid_from() { # pid_from FILE: print the PID recorded in FILE when that process is alive
   local file=$1 pid
   pid=$(as_root cat "$file" 2>/dev/null) || return 1
-  [[ $pid =~ ^[0-9]+$ ]] && as_root kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [[ $pid =~ ^[0-9]+$ ]] && alive "$pid" && echo "$pid"
 }
 
 munge_answers() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
@@ -110,7 +121,7 @@ write_config() {
   cat >"$tmp" <<EOF
 $MARKER
 # Stop with scripts/slurm-cluster.sh stop, which also removes this file.
-ClusterName=sacbench
+ClusterName=$CLUSTER_NAME
 # Loopback addresses: no dependence on how (or whether) the host name resolves.
 SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
@@ -214,15 +225,53 @@ stop_pid_file() { # stop_pid_file NAME FILE: SIGTERM the recorded PID, SIGKILL i
   }
   as_root kill -TERM "$pid" 2>/dev/null || true
   for _ in $(seq 100); do
-    as_root kill -0 "$pid" 2>/dev/null || break
+    alive "$pid" || break
     sleep 0.1
   done
-  if as_root kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid"; then
     say "$name (PID $pid) ignored SIGTERM; sending SIGKILL"
     as_root kill -KILL "$pid" 2>/dev/null || true
   fi
   as_root rm -f "$file"
   say "stopped $name (PID $pid)"
+}
+
+# The PIDs of processes that this cluster's jobs left running after they ended, all but this
+# script and its callers. proctrack/linuxproc finds a job's processes by parentage, so a process
+# whose parent exited (PID 1 adopts it) outlives its job: a job-step Snakemake that hangs in its
+# SIGTERM handler after a requeue, for one. Slurm gives every job process SLURM_CLUSTER_NAME.
+leftover_job_pids() {
+  local pid ours=" " files
+  pid=$$
+  while [[ $pid =~ ^[0-9]+$ ]] && ((pid > 1)); do
+    ours+="$pid "
+    pid=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') || break
+  done
+  files=$(as_root grep -lzxF "SLURM_CLUSTER_NAME=$CLUSTER_NAME" /proc/[0-9]*/environ 2>/dev/null) ||
+    true
+  for file in $files; do
+    pid=${file#/proc/}
+    pid=${pid%/environ}
+    [[ $ours == *" $pid "* ]] || echo "$pid"
+  done
+}
+
+kill_leftover_job_processes() {
+  local pids=() remaining=() pid listed
+  mapfile -t pids < <(leftover_job_pids)
+  ((${#pids[@]})) || return 0
+  listed=$(ps -o pid=,args= -p "$(IFS=,; echo "${pids[*]}")" 2>/dev/null | cut -c1-160) || true
+  as_root kill -TERM "${pids[@]}" 2>/dev/null || true
+  for _ in $(seq 20); do
+    remaining=()
+    for pid in "${pids[@]}"; do alive "$pid" && remaining+=("$pid"); done
+    ((${#remaining[@]})) || break
+    sleep 0.1
+  done
+  ((${#remaining[@]} == 0)) || as_root kill -KILL "${remaining[@]}" 2>/dev/null || true
+  say "stopped ${#pids[@]} process(es) that ended jobs had left running (SIGTERM, then SIGKILL" \
+    "to any still running 2 s later):"
+  echo "$listed" | sed 's/^ */slurm-cluster:   /' >&2
 }
 
 cmd_stop() {
@@ -237,6 +286,7 @@ cmd_stop() {
       done
     fi
   fi
+  kill_leftover_job_processes
   stop_pid_file slurmd "$SLURMD_PID_FILE"
   stop_pid_file slurmctld "$CTLD_PID_FILE"
   stop_pid_file munged "$MUNGE_PID_FILE"

@@ -149,7 +149,7 @@ CHECKED: dict[str, tuple[str, str]] = {
         "test_readme_offline_pipeline_then_sync",
     ),
     # docs/slurm.md. The smoke workflow's test runs `snakemake --profile profiles/slurm` on the
-    # single-node test cluster, which its session fixture starts and stops with the script.
+    # single-node test cluster, which its fixture starts and stops with the script.
     "snakemake --profile profiles/slurm results/sac_runtimes.md": (
         "",
         "needs a Slurm cluster: the Slurm tests run the command without a target, and"
@@ -166,7 +166,10 @@ CHECKED: dict[str, tuple[str, str]] = {
     ),
     "scripts/slurm-cluster.sh start": ("tests/test_slurm.py", "slurm_cluster"),
     "scripts/slurm-cluster.sh status": ("tests/test_slurm.py", "slurm_cluster"),
-    "scripts/slurm-cluster.sh stop": ("tests/test_slurm.py", "slurm_cluster"),
+    "scripts/slurm-cluster.sh stop": (
+        "tests/test_slurm.py",
+        "test_stop_ends_what_ended_jobs_left_running",
+    ),
     # The smoke preset on the test cluster: the test merges config/smoke.yaml into the copy's
     # config.yaml instead of passing --configfile, and polls every 2 s instead of 5.
     "SACBENCH_SLURM_STATUS_COMMAND=squeue SACBENCH_SLURM_STATUS_SECONDS=5"

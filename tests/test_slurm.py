@@ -2,11 +2,11 @@
 Snakemake's Slurm executor with profiles/slurm, the real trainer.
 
 Every Slurm job pays two nested Snakemake start-ups, so the budgets are small: the smoke
-preset (six tasks, 2,000 steps each) through the documented command exactly as written, one
+preset (six tasks, 1,400 steps each) through the documented command exactly as written, one
 short run for preemption, a few hundred steps for failures, and runs that never start (dry
-runs, a submission Slurm refuses). The cluster is started once per session and stopped at the
-end (unless it was already running). Without the Slurm binaries the tests are skipped, except
-in CI (CI=true), where that is a failure.
+runs, a submission Slurm refuses). The cluster is started once for this file and stopped after
+its last test (unless it was already running), while other files' tests still run. Without the
+Slurm binaries the tests are skipped, except in CI (CI=true), where that is a failure.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def smoke_time_limit(env_id: str) -> int:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def slurm_cluster():
     missing = missing_binaries()
     if missing:
@@ -583,3 +583,49 @@ def test_unknown_partition_fails_at_submit_time_with_slurms_message(slurm_cluste
     assert submissions(output) == []
     assert not (workdir / target).exists()
     assert not (workdir / target).parent.exists()
+
+
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` runs: it exists and is not a zombie that PID 1 has yet to reap."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def test_stop_ends_what_ended_jobs_left_running(slurm_cluster, tmp_path: Path):
+    """The test cluster tracks a job's processes by parentage (proctrack/linuxproc), so a process
+    whose parent exited outlives its job, as a job-step Snakemake stuck in its SIGTERM handler
+    after a requeue once did. `stop` finds it by the cluster's name in its environment, ends it
+    and names it; `start` then brings the cluster back."""
+    pid_file = tmp_path / "left-behind.pid"
+    script = f"setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $! > {pid_file}"
+    submitted = subprocess.run(
+        ["sbatch", "--parsable", "--output", str(tmp_path / "job.log"), "--wrap", script],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    job_id = submitted.stdout.strip().split(";")[0]
+
+    def job_ended() -> bool:
+        listed = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-t", "PD,R,CG", "-o", "%i"],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return pid_file.is_file() and not listed.stdout.strip()
+
+    wait_for(job_ended, timeout=60, what=f"job {job_id} to end")
+    pid = int(pid_file.read_text())
+    try:
+        assert process_runs(pid), "the job's process ended with its job: nothing was left behind"
+        stopped = cluster("stop")
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert re.search(rf"^slurm-cluster: +{pid} sleep 600$", stopped.stderr, re.MULTILINE), (
+            stopped.stderr
+        )
+        assert not process_runs(pid)
+    finally:
+        if process_runs(pid):
+            os.kill(pid, 9)
+        started = cluster("start")
+        assert started.returncode == 0, started.stdout + started.stderr
