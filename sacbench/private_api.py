@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib.metadata
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -133,6 +134,14 @@ def event_file_path(writer: Any) -> Path:
     return Path(writer.file_writer.event_writer._file_name)
 
 
+def torch_extensions_root() -> Path:
+    """torch.utils.cpp_extension.get_default_build_root(), without importing that module: it
+    imports setuptools, 0.1 s of CPU at every trainer start (Intel Xeon with AMX)."""
+    from torch import _appdirs
+
+    return Path(os.path.realpath(_appdirs.user_cache_dir(appname="torch_extensions")))
+
+
 # ---- the check ---------------------------------------------------------------------------------
 
 
@@ -234,6 +243,13 @@ def _check_event_file_path() -> None:
         assert written == [path], f"the writer wrote {written}, not {path}"
 
 
+def _check_torch_extensions_root() -> None:
+    from torch.utils.cpp_extension import get_default_build_root
+
+    theirs = Path(get_default_build_root())
+    assert torch_extensions_root() == theirs, f"{torch_extensions_root()} is not torch's {theirs}"
+
+
 # (the API, the packages that provide it, its adapter, who uses it, a check of what sacbench needs)
 CHECKS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[], None]], ...] = (
     (
@@ -291,6 +307,13 @@ CHECKS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[], None]], ...] = 
         "event_file_path",
         "sacbench.training.run_dir",
         _check_event_file_path,
+    ),
+    (
+        "torch._appdirs.user_cache_dir, as cpp_extension.get_default_build_root calls it",
+        ("torch",),
+        "torch_extensions_root",
+        "sacbench.sac.fused (where the fused update's build is kept)",
+        _check_torch_extensions_root,
     ),
 )
 

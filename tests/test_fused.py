@@ -35,6 +35,7 @@ from sacbench.sac.fused import (
     BUILD_WAIT_SECONDS,
     FLOAT32_PRODUCTS_LIBRARIES,
     FLOAT32_PRODUCTS_VARIABLE,
+    LOADED_RECORD,
     SOURCE,
     TORCH_BATON,
     FusedFormulation,
@@ -616,6 +617,44 @@ def test_two_trainers_that_build_at_once_on_a_fresh_cache_both_train(tmp_path, m
         assert recorded_updates(run_dir)[-1]["gradients"] == "fused"
         assert dict(read_scalars(run_dir)["losses/qf_loss"]).keys() == {1100}
     assert not (killed_build / TORCH_BATON).exists()
+
+
+def loads_through_cpp_extension(extensions: Path) -> bool:
+    """Whether a new process that loads the fused update from the build folders under
+    `extensions` imports torch.utils.cpp_extension to do it (after checking that what it loaded
+    runs an update's library call)."""
+    script = (
+        "import sys\n"
+        "from sacbench.sac.fused import fused_update_extension\n"
+        "assert fused_update_extension().float32_products() in ('aten', 'onednn')\n"
+        "print('torch.utils.cpp_extension' in sys.modules)\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "TORCH_EXTENSIONS_DIR": str(extensions)},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    return {"True\n": True, "False\n": False}[loaded.stdout]
+
+
+def test_a_build_that_torch_loaded_is_imported_again_without_cpp_extension(fused, tmp_path):
+    """A trainer start imports the library that torch's load() built and imported before, as
+    load() imports it, without importing torch.utils.cpp_extension (its setuptools costs 0.1 s of
+    CPU per start). It trusts only the library recorded then: once the file changed, the load
+    goes through torch again, which records it anew."""
+    built = build_directory(build_name(SOURCE, compiler_flags()))
+    extensions = tmp_path / "torch_extensions"
+    copied = extensions / built.name
+    shutil.copytree(built, copied)  # times kept: torch finds nothing to rebuild
+    assert not loads_through_cpp_extension(extensions)
+    library = copied / f"{built.name}.so"
+    recorded = json.loads((copied / LOADED_RECORD).read_text())
+    os.utime(library, ns=(recorded["mtime_ns"] + 10**9, recorded["mtime_ns"] + 10**9))
+    assert loads_through_cpp_extension(extensions)
+    rewritten = json.loads((copied / LOADED_RECORD).read_text())
+    assert rewritten == {**recorded, "mtime_ns": library.stat().st_mtime_ns} != recorded
+    assert not loads_through_cpp_extension(extensions)
 
 
 def onednn_matmuls_in_one_update(fused: FusedFormulation, capfd) -> int:

@@ -18,7 +18,8 @@ HandwrittenFormulation(torch.bfloat16) rounds them (sacbench.sac.products), and 
 The C++ is compiled for the CPU it runs on, on first use (torch.utils.cpp_extension, which needs
 a C++ compiler, and ninja: the lock's PyPI wheel; 20-40 seconds), and kept under
 $TORCH_EXTENSIONS_DIR (by default ~/.cache/torch_extensions), one build per CPU kind, checkout,
-version of the source, and Python and torch installation (a venv of its own). Processes that
+version of the source, and Python and torch installation (a venv of its own); once torch has
+built and imported it there, later starts import it directly (loaded_before). Processes that
 build it at once take turns, on one host or on the hosts of a cluster that share the folder (a
 lock around the build, `exclusive_build`), and a build killed halfway leaves nothing that stops
 the next one.
@@ -30,6 +31,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import importlib.util
+import json
 import os
 import platform
 import shutil
@@ -44,6 +47,7 @@ from typing import Any
 import torch
 
 from sacbench.atomic import write_atomically
+from sacbench.private_api import torch_extensions_root
 from sacbench.run_lock import RunDirBusy, RunDirLock
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import (
@@ -92,10 +96,7 @@ def build_directory(name: str) -> Path:
     """Where the build called `name` is kept: $TORCH_EXTENSIONS_DIR/name, or torch's default root
     (~/.cache/torch_extensions)/name. Chosen here, not by torch, so that exclusive_build can lock
     it; Python's and torch's versions are in the name instead of torch's own folder for them."""
-    from torch.utils.cpp_extension import get_default_build_root
-
-    root = os.environ.get("TORCH_EXTENSIONS_DIR") or get_default_build_root()
-    return Path(root) / name
+    return Path(os.environ.get("TORCH_EXTENSIONS_DIR") or torch_extensions_root()) / name
 
 
 # What torch.utils.cpp_extension.load creates in a build directory while it builds there (its
@@ -308,6 +309,44 @@ def float32_products_through(extension: Any, library: str) -> Iterator[None]:
         extension.set_float32_products(chosen)
 
 
+# Written in a build folder once torch's load() has built and imported its library there: the
+# library's size and modification time.
+LOADED_RECORD = "loaded.json"
+
+
+def _library_identity(library: Path) -> dict[str, int]:
+    found = library.stat()
+    return {"size": found.st_size, "mtime_ns": found.st_mtime_ns}
+
+
+def record_loaded(directory: Path, name: str) -> None:
+    """Record that torch built and imported the library called `name` in `directory`."""
+    record = {"library": f"{name}.so", **_library_identity(directory / f"{name}.so")}
+    write_atomically(directory / LOADED_RECORD, json.dumps(record) + "\n")
+
+
+def loaded_before(directory: Path, name: str) -> Any | None:
+    """The library called `name` that torch's load() built and imported before in `directory`,
+    imported as load() imports it but without importing torch.utils.cpp_extension (its
+    setuptools costs 0.1 s of CPU, at every trainer start); None where no such load is recorded
+    for the library as it is now (record_loaded), or where it does not import. Its name carries
+    a digest of the source, the flags, Python and torch (build_name), so a library recorded
+    under it is the one load() would build now."""
+    library = directory / f"{name}.so"
+    try:
+        recorded = json.loads((directory / LOADED_RECORD).read_text())
+        if recorded != {"library": library.name, **_library_identity(library)}:
+            return None
+        spec = importlib.util.spec_from_file_location(name, library)
+        if spec is None or spec.loader is None:
+            return None
+        extension = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(extension)
+    except (OSError, ValueError, ImportError):
+        return None
+    return extension
+
+
 @functools.cache
 def fused_update_extension(*, section_times: bool = False) -> Any:
     """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
@@ -325,13 +364,20 @@ def fused_update_extension(*, section_times: bool = False) -> Any:
             f"the fused update compiles {SOURCE.name} on first use and needs "
             f"{' and '.join(missing)}"
         )
-    from torch.utils.cpp_extension import load
-
     try:
-        with ninja_on_path(), exclusive_build(directory):
-            extension = load(
-                name, sources=[str(SOURCE)], extra_cflags=flags, build_directory=str(directory)
-            )
+        with exclusive_build(directory):
+            extension = loaded_before(directory, name)
+            if extension is None:
+                from torch.utils.cpp_extension import load
+
+                with ninja_on_path():
+                    extension = load(
+                        name,
+                        sources=[str(SOURCE)],
+                        extra_cflags=flags,
+                        build_directory=str(directory),
+                    )
+                record_loaded(directory, name)
     except (RuntimeError, OSError, ImportError) as error:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
     extension.set_float32_products(library)
