@@ -30,6 +30,17 @@ With `--baseline-environment NAME=VALUE` the other side is the fast path itself,
 environment variable set: a switch of the fast path (SACBENCH_ADAM_SUBNORMALS=keep,
 SACBENCH_FLOAT32_PRODUCTS=onednn) timed against its default, both with the --extra flags.
 
+With `--shared-device cuda|cpu` it compares no two sides: for each N of `--runs` it starts N
+fast-path trainers (seeds 1..N, `--compile --cudagraphs` on cuda unless `--eager`) at the same
+time on that device, one device for all of them, and reports
+- per-run SPS: the median of one run's steady_SPS over its windows that lie wholly in the span
+  where all N runs were training (for N = 1: all its windows); the median over the N runs and
+  their min-max;
+- aggregate SPS: the sum of the N per-run SPS, what the device delivers to all N together, and
+  its ratio to N = 1;
+- the largest child's peak RSS.
+`--one-core` pins every trainer to one CPU (the first this process may use).
+
     python -m benchmarks.train_sps
     python -m benchmarks.train_sps --paired --repeats 3
     python -m benchmarks.train_sps --envs HalfCheetah-v4 --repeats 2 --total-timesteps 8000
@@ -37,6 +48,8 @@ SACBENCH_FLOAT32_PRODUCTS=onednn) timed against its default, both with the --ext
         --cleanrl-checkout ~/cleanrl --cleanrl-python ~/cleanrl-venv/bin/python
     python -m benchmarks.train_sps --paired --repeats 3 \
         --baseline-environment SACBENCH_ADAM_SUBNORMALS=keep
+    python -m benchmarks.train_sps --shared-device cuda --runs 1 2 4 8
+    python -m benchmarks.train_sps --shared-device cpu --runs 1 2 --one-core
 """
 
 from __future__ import annotations
@@ -48,6 +61,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from tabulate import tabulate
@@ -62,16 +76,31 @@ from benchmarks.common import (
     start_trainer,
     steady_windows,
 )
+from sacbench.provenance import cpu_model, gpu_model
 from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
 CLEANRL_CAPTION = "; CleanRL's script on OMP_NUM_THREADS=1, windows from its charts/SPS wall times"
+GPU_FLAGS = ("--compile", "--cudagraphs")
+# Per mode: the tasks and the budget when the command line names none.
+DEFAULT_ENVS = {"compare": ["HalfCheetah-v4", "Humanoid-v4"], "shared": ["HalfCheetah-v4"]}
+DEFAULT_TOTAL_TIMESTEPS = {"compare": 7_000, "shared": 15_000}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", nargs="+", default=["HalfCheetah-v4", "Humanoid-v4"])
-    parser.add_argument("--total-timesteps", type=int, default=7_000)
+    parser.add_argument(
+        "--envs",
+        nargs="+",
+        help=f"default: {' '.join(DEFAULT_ENVS['compare'])}; with --shared-device, "
+        f"{' '.join(DEFAULT_ENVS['shared'])}",
+    )
+    parser.add_argument(
+        "--total-timesteps",
+        type=int,
+        help=f"default: {DEFAULT_TOTAL_TIMESTEPS['compare']}; with --shared-device, "
+        f"{DEFAULT_TOTAL_TIMESTEPS['shared']}",
+    )
     parser.add_argument("--learning-starts", type=int, default=5_000)
     parser.add_argument("--buffer-size", type=int, default=1_000_000)
     parser.add_argument("--repeats", type=int, default=1, help="runs per (env, path)")
@@ -99,18 +128,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "instead of with the reference path",
     )
     parser.add_argument(
+        "--shared-device",
+        choices=["cuda", "cpu"],
+        help="instead of comparing two sides: N fast-path trainers at once on this device, "
+        "for each N of --runs",
+    )
+    parser.add_argument(
+        "--runs", nargs="+", type=int, help="with --shared-device: numbers of runs (default 1 4 8)"
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help=f"with --shared-device cuda: leave out the default {' '.join(GPU_FLAGS)}",
+    )
+    parser.add_argument(
+        "--one-core",
+        action="store_true",
+        help="with --shared-device: pin every trainer to one CPU (the first allowed)",
+    )
+    parser.add_argument(
         "--extra",
         nargs=argparse.REMAINDER,
         default=[],
         help="more trainer flags, for the fast path",
     )
     args = parser.parse_args(argv)
+    mode = "compare" if args.shared_device is None else "shared"
+    args.envs = args.envs or DEFAULT_ENVS[mode]
+    if args.total_timesteps is None:
+        args.total_timesteps = DEFAULT_TOTAL_TIMESTEPS[mode]
     for env_id in args.envs:
         try:
             env_spaces(env_id)
         except EnvError as error:
             parser.error(f"--envs: {error}")
     check_budget(parser, total_timesteps=args.total_timesteps, learning_starts=args.learning_starts)
+    if args.shared_device is not None:
+        check_shared(parser, args)
+        return args
+    for flag, given in (
+        ("--runs", args.runs),
+        ("--eager", args.eager),
+        ("--one-core", args.one_core),
+    ):
+        if given:
+            parser.error(f"{flag} applies to --shared-device only")
     if args.repeats <= 0:
         parser.error(f"--repeats must be positive, got {args.repeats}")
     if args.paired and (os.cpu_count() or 1) < 2:
@@ -132,6 +194,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         else "reference"
     )
     return args
+
+
+def check_shared(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--shared-device's own arguments, and none of the comparison's."""
+    compared = {
+        "--paired": args.paired,
+        "--repeats": args.repeats != 1,
+        "--cleanrl-checkout": args.cleanrl_checkout is not None,
+        "--cleanrl-python": args.cleanrl_python is not None,
+        "--baseline-environment": args.baseline_environment is not None,
+    }
+    for flag, given in compared.items():
+        if given:
+            parser.error(f"{flag} compares two sides; --shared-device runs one (the fast path)")
+    args.runs = args.runs or [1, 4, 8]
+    too_few = [n for n in args.runs if n < 1]
+    if too_few:
+        parser.error(f"--runs: each number of runs must be at least 1, got {too_few[0]}")
+    if len(set(args.runs)) != len(args.runs):
+        parser.error(f"--runs: each number of runs once, got {' '.join(map(str, args.runs))}")
+    if args.eager and args.shared_device != "cuda":
+        parser.error("--eager applies to --shared-device cuda only (cpu runs are eager already)")
+    if args.shared_device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            parser.error(
+                f"--shared-device cuda: torch.cuda.is_available() is False on this machine "
+                f"(torch {torch.__version__}, CUDA build {torch.version.cuda}); run this on a GPU "
+                "node, or pass --shared-device cpu to measure the CPU"
+            )
 
 
 def check_cleanrl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -287,11 +380,165 @@ def build_fused_update_first(extra: list[str]) -> float | None:
     return time.perf_counter() - started
 
 
+# ---- --shared-device: N trainers at once on one device ------------------------------------------
+
+
+def shared_trainer_flags(options: argparse.Namespace) -> list[str]:
+    """Flags after common.trainer_command's: device, the GPU path's, evaluation off, --extra."""
+    compiled = options.shared_device == "cuda" and not options.eager
+    gpu = list(GPU_FLAGS) if compiled else []
+    # The final evaluation runs after the last window; it would only lengthen the benchmark.
+    return ["--device", options.shared_device, *gpu, "--eval-episodes", "0", *options.extra]
+
+
+def run_options(options: argparse.Namespace, *, seed: int) -> argparse.Namespace:
+    """What common.trainer_command reads, for one run of the fast path on the shared device."""
+    return argparse.Namespace(
+        **{**vars(options), "seed": seed, "extra": shared_trainer_flags(options)}
+    )
+
+
+def pinned_cpus(options: argparse.Namespace) -> set[int] | None:
+    """--one-core: the one CPU every trainer is pinned to; otherwise None (no pinning)."""
+    return {min(os.sched_getaffinity(0))} if options.one_core else None
+
+
+@dataclass(frozen=True)
+class SharedResult:
+    """One N: each run's SPS over the shared span (seed order), peak RSS, wall seconds."""
+
+    runs: int
+    per_run_sps: list[float]
+    peak_rss: list[int]
+    wall_seconds: float
+
+    @property
+    def aggregate_sps(self) -> float:
+        return sum(self.per_run_sps)
+
+
+def run_together(
+    scratch: Path, *, env_id: str, runs: int, options: argparse.Namespace
+) -> SharedResult:
+    """Start `runs` trainers at once, wait for all; stop the rest if one fails."""
+    started = time.time()
+    run_dirs = [scratch / f"{env_id}-N{runs}-seed{seed}" for seed in range(1, runs + 1)]
+    children: list[subprocess.Popen] = []
+    try:
+        for seed, run_dir in enumerate(run_dirs, start=1):
+            run = run_options(options, seed=seed)
+            children.append(
+                start_trainer(
+                    run_dir, env_id=env_id, path="fast", options=run, cpus=pinned_cpus(options)
+                )
+            )
+        peak_rss = [finish_trainer(*pair) for pair in zip(children, run_dirs, strict=True)]
+    finally:
+        for child in children:
+            if child.returncode is None:
+                child.terminate()
+                child.wait()
+    wall = time.time() - started
+    shared = shared_window_rates([steady_windows(run_dir) for run_dir in run_dirs])
+    if not all(shared):
+        raise SystemExit(
+            f"{env_id}, N={runs}: the runs never all trained at the same time for a whole "
+            "100-step window (one started too late or finished too early); raise "
+            "--total-timesteps"
+        )
+    return SharedResult(
+        runs=runs,
+        per_run_sps=[statistics.median(rates) for rates in shared],
+        peak_rss=peak_rss,
+        wall_seconds=wall,
+    )
+
+
+def shared_table(results: dict[str, list[SharedResult]]) -> str:
+    """The table of N runs sharing the device, per task."""
+    rows = []
+    for env_id, env_results in results.items():
+        one_run = next((r.aggregate_sps for r in env_results if r.runs == 1), None)
+        for result in env_results:
+            sps = result.per_run_sps
+            rows.append(
+                [
+                    env_id,
+                    result.runs,
+                    f"{statistics.median(sps):.1f}",
+                    f"{min(sps):.1f}-{max(sps):.1f}",
+                    f"{result.aggregate_sps:.1f}",
+                    "-" if one_run is None else f"{result.aggregate_sps / one_run:.2f}",
+                    f"{max(result.peak_rss) / 2**20:.0f}",
+                    f"{result.wall_seconds:.0f}",
+                ]
+            )
+    headers = ["env", "N", "per-run SPS (median)", "per-run min-max", "aggregate SPS",
+               "aggregate / N=1", "peak RSS per child (MiB)", "wall (s)"]  # fmt: skip
+    return tabulate(
+        rows,
+        headers=headers,
+        tablefmt="github",
+        disable_numparse=True,
+        colalign=["left"] + ["right"] * (len(headers) - 1),
+    )
+
+
+def shared_footnote(options: argparse.Namespace, *, loads: tuple[float, float]) -> str:
+    device = options.shared_device
+    name = gpu_model("cuda") if device == "cuda" else f"{cpu_model()}, {os.cpu_count()} CPUs"
+    flags = " ".join(shared_trainer_flags(options))
+    lines = [
+        f"device: {device} ({name}); load average before/after {loads[0]:.2f}/{loads[1]:.2f}"
+        + ("; every trainer pinned to one CPU" if options.one_core else ""),
+        f"{options.total_timesteps} steps, learning_starts {options.learning_starts}, buffer "
+        f"{options.buffer_size}; each run: python -m sacbench.train --threads 1 --update-path "
+        f"fast {flags} --seed <1..N>",
+        "per-run SPS: the median of one run's charts/steady_SPS over its 100-step windows "
+        "that lie wholly in the span where all N runs were training (each run's first "
+        "window dropped)",
+        "aggregate SPS: the sum of the N per-run SPS; peak RSS: the largest child's",
+    ]
+    return "\n".join(lines)
+
+
+def shared_summary(result: SharedResult) -> str:
+    seeds = f"seed 1{f'..{result.runs}' if result.runs > 1 else ''}"
+    return (
+        f"steady SPS per run ({seeds}) "
+        f"{', '.join(f'{sps:.1f}' for sps in result.per_run_sps)}; aggregate "
+        f"{result.aggregate_sps:.1f}; {result.wall_seconds:.0f} s"
+    )
+
+
+def main_shared(options: argparse.Namespace) -> int:
+    load_before = os.getloadavg()[0]
+    results: dict[str, list[SharedResult]] = {}
+    with tempfile.TemporaryDirectory(prefix="sacbench-shared-sps-") as scratch:
+        for env_id in options.envs:
+            for runs in options.runs:
+                result = run_together(Path(scratch), env_id=env_id, runs=runs, options=options)
+                results.setdefault(env_id, []).append(result)
+                print(f"{env_id} N={runs}: {shared_summary(result)}", flush=True)
+    print()
+    print(shared_table(results))
+    print()
+    print(shared_footnote(options, loads=(load_before, os.getloadavg()[0])))
+    return 0
+
+
+# ---- the comparison of two sides -----------------------------------------------------------------
+
+
 def main(argv: list[str] | None = None) -> int:
     options = parse_args(argv)
-    built_seconds = build_fused_update_first(options.extra)
+    # The fused update is a CPU path: trainers on a GPU never build it.
+    on_gpu = options.shared_device == "cuda"
+    built_seconds = None if on_gpu else build_fused_update_first(options.extra)
     if built_seconds is not None:
         print(f"the fused update's C++ loaded (built if it had to be) in {built_seconds:.0f} s")
+    if options.shared_device is not None:
+        return main_shared(options)
     baseline, paths = options.baseline, sides(options)
     load_before = os.getloadavg()
     results: dict[tuple[str, str], list[tuple[float, int, float]]] = {}

@@ -24,7 +24,6 @@ from benchmarks import (
     fused_sections,
     learning_sanity,
     process_exit,
-    shared_device_sps,
     train_sps,
 )
 from benchmarks.common import shared_window_rates
@@ -34,6 +33,27 @@ from sacbench.sac.fused import float32_products_library
 from tests import cleanrl_style
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def test_the_benchmarks_stay_six_scripts_or_fewer_each_with_a_test():
+    """benchmarks/ answers a few standing questions (its README's table); a new question joins
+    the script that answers its neighbour. A test calls into every script."""
+    scripts = sorted(
+        path.stem for path in BENCHMARKS.glob("*.py") if path.stem not in ("__init__", "common")
+    )
+    assert len(scripts) <= 6, scripts
+    tests = "\n".join(path.read_text() for path in Path(__file__).parent.glob("test_*.py"))
+    called = [
+        name
+        for name in scripts
+        if re.search(rf"\b{name}\.\w+\(|from benchmarks\.{name} import", tests)
+    ]
+    assert called == scripts
+    readme = (BENCHMARKS / "README.md").read_text()
+    assert [name for name in scripts if f"`{name}`" not in readme] == []
 
 
 def hopper_rows(output: str) -> dict[str, list[str]]:
@@ -234,17 +254,18 @@ def test_learning_sanity_knows_each_paths_trainer_flags_and_refuses_unknown_task
     assert "--env: unknown env id 'Hoper-v4'" in capsys.readouterr().err
 
 
-# ---- benchmarks/shared_device_sps.py: N trainers sharing one device --------------------------
+# ---- benchmarks/train_sps.py --shared-device: N trainers sharing one device -------------------
 
 
-def shared_sps_rows(out: str) -> dict[int, list[str]]:
-    """A table's rows by N: [N, median, min-max, aggregate, / N=1, peak RSS, wall]."""
+def shared_sps_rows(out: str, env_id: str) -> dict[int, list[str]]:
+    """The table's rows of `env_id` by N: [N, median, min-max, aggregate, / N=1, peak RSS,
+    wall]."""
     tables = re.findall(r"(?:^\|.*\n)+", out, flags=re.MULTILINE)
     return {
-        int(cells[0]): cells
+        int(cells[1]): cells[1:]
         for line in tables[0].splitlines()
-        if re.match(r"^\|\s+\d+ \|", line)
         for cells in [[cell.strip() for cell in line.strip("|").split("|")]]
+        if cells[0] == env_id
     }
 
 
@@ -260,13 +281,13 @@ def printed_ratio_tolerance(numerator: float, denominator: float) -> float:
 
 
 @pytest.mark.slow
-def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
-    tiny = ["--device", "cpu", "--env", "InvertedPendulum-v4", "--runs", "1", "2",
+def test_train_sps_runs_one_then_two_trainers_at_once_on_the_cpu(capsys):
+    tiny = ["--shared-device", "cpu", "--envs", "InvertedPendulum-v4", "--runs", "1", "2",
             "--total-timesteps", "1300", "--learning-starts", "100", "--buffer-size", "1300",
             "--extra", "--batch-size", "64"]  # fmt: skip
-    assert shared_device_sps.main(tiny) == 0
+    assert train_sps.main(tiny) == 0
     out = capsys.readouterr().out
-    rows = shared_sps_rows(out)
+    rows = shared_sps_rows(out, "InvertedPendulum-v4")
     assert set(rows) == {1, 2}, out
     for _, median, spread, aggregate, _, rss, wall in rows.values():
         low, high = map(float, spread.split("-"))
@@ -282,20 +303,20 @@ def test_shared_device_sps_runs_one_then_two_trainers_at_once_on_cpu(capsys):
     one_run = float(rows[1][3])
     tolerance = printed_ratio_tolerance(float(aggregate), one_run)
     assert float(ratio) == pytest.approx(float(aggregate) / one_run, abs=tolerance)
-    per_run = re.search(r"^N=2: steady SPS per run \(seed 1\.\.2\) ([\d.]+), ([\d.]+); ", out,
-                        flags=re.MULTILINE)  # fmt: skip
+    per_run = re.search(r"^InvertedPendulum-v4 N=2: steady SPS per run \(seed 1\.\.2\) "
+                        r"([\d.]+), ([\d.]+); ", out, flags=re.MULTILINE)  # fmt: skip
     assert per_run and sorted(map(float, per_run.groups())) == [low, high], out
     assert "device: cpu (" in out and "aggregate SPS: the sum of the N per-run SPS" in out
 
 
 def test_one_core_pins_every_trainer_to_one_allowed_cpu(tmp_path):
-    one_core = shared_device_sps.parse_args(["--device", "cpu", "--one-core"])
-    pinned = shared_device_sps.pinned_cpus(one_core)
+    one_core = train_sps.parse_args(["--shared-device", "cpu", "--one-core"])
+    pinned = train_sps.pinned_cpus(one_core)
     assert pinned is not None and len(pinned) == 1 and pinned <= os.sched_getaffinity(0)
-    everywhere = shared_device_sps.parse_args(["--device", "cpu"])
-    assert shared_device_sps.pinned_cpus(everywhere) is None
+    everywhere = train_sps.parse_args(["--shared-device", "cpu"])
+    assert train_sps.pinned_cpus(everywhere) is None
     # The pin reaches the child: Popen returns after exec, long before the trainer is done.
-    run = shared_device_sps.run_options(one_core, seed=1)
+    run = train_sps.run_options(one_core, seed=1)
     child = common.start_trainer(tmp_path / "run", env_id="Hopper-v4", path="fast",
                                  options=run, cpus=pinned)  # fmt: skip
     try:
@@ -316,26 +337,26 @@ def test_shared_window_rates_keep_the_windows_inside_the_span_all_runs_trained()
     assert shared_window_rates([run_a, [(1.2, 1.9, 5.0)]]) == [[], [5.0]]
 
 
-def test_shared_device_sps_exits_with_the_failed_childs_output():
+def test_shared_device_runs_exit_with_the_failed_childs_output():
     # The trainer itself refuses batch size 0 (the benchmark passes --extra on unread).
     with pytest.raises(SystemExit) as exit_info:
-        shared_device_sps.main(["--device", "cpu", "--env", "Hopper-v4", "--runs", "2",
-                                "--total-timesteps", "1600", "--learning-starts", "1000",
-                                "--extra", "--batch-size", "0"])  # fmt: skip
+        train_sps.main(["--shared-device", "cpu", "--envs", "Hopper-v4", "--runs", "2",
+                        "--total-timesteps", "1600", "--learning-starts", "1000",
+                        "--extra", "--batch-size", "0"])  # fmt: skip
     message = str(exit_info.value.code)
     assert "sacbench.train --env-id Hopper-v4 --seed 1" in message and "failed (2)" in message
     assert "--batch-size must be a positive integer, got 0" in message
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="cuda is available here")
-def test_shared_device_sps_refuses_cuda_without_a_gpu(capsys):
+def test_shared_device_cuda_is_refused_without_a_gpu(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        # README.md's command for a GPU node, as written.
-        shared_device_sps.main(["--device", "cuda", "--runs", "1", "2", "4", "8"])
+        # docs/performance.md's command for a GPU node, as written.
+        train_sps.main(["--shared-device", "cuda", "--runs", "1", "2", "4", "8"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
-    assert "--device cuda: torch.cuda.is_available() is False" in err
-    assert "pass --device cpu" in err
+    assert "--shared-device cuda: torch.cuda.is_available() is False" in err
+    assert "pass --shared-device cpu" in err
 
 
 @pytest.mark.parametrize(
@@ -347,15 +368,25 @@ def test_shared_device_sps_refuses_cuda_without_a_gpu(capsys):
             ["--total-timesteps", "1100", "--learning-starts", "1000"],
             "--total-timesteps 1100 must exceed --learning-starts 1000 by more than 200 steps",
         ),
-        (["--env", "NoSuchEnv-v0"], "--env: "),
-        (["--eager"], "--eager applies to --device cuda only"),
+        (["--envs", "NoSuchEnv-v0"], "--envs: "),
+        (["--eager"], "--eager applies to --shared-device cuda only"),
+        (["--paired"], "--paired compares two sides; --shared-device runs one (the fast path)"),
+        (["--repeats", "3"], "--repeats compares two sides; --shared-device runs one"),
     ],
 )
-def test_shared_device_sps_refuses_bad_arguments_before_starting(arguments, message, capsys):
+def test_shared_device_runs_refuse_bad_arguments_before_starting(arguments, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        shared_device_sps.main(["--device", "cpu", *arguments])
+        train_sps.main(["--shared-device", "cpu", *arguments])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arguments", [["--runs", "2"], ["--eager"], ["--one-core"]])
+def test_shared_device_arguments_are_refused_in_a_comparison(arguments, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        train_sps.main(["--paired", *arguments])
+    assert exit_info.value.code == 2
+    assert f"{arguments[0]} applies to --shared-device only" in capsys.readouterr().err
 
 
 # ---- benchmarks/fingerprint.py: this tree's training against another tree's -------------------
