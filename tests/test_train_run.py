@@ -196,6 +196,32 @@ def test_killed_and_resumed_run_equals_uninterrupted(
     )
 
 
+def test_a_signal_right_after_a_step_was_judged_not_due_stops_the_next_step_checkpointed(
+    tmp_path, monkeypatch, capsys
+):
+    """A signal can arrive between the check for a checkpoint and the check for a stop. The
+    step reads the signal once for both, so the run stops one step later, checkpointed there,
+    and says so truly; it never stops without its checkpoint."""
+    from sacbench.training import loop
+
+    judged = loop.checkpoint_due
+    signalled_at = 250
+
+    def then_a_signal(args, stop_signal, finished_steps) -> bool:
+        due = judged(args, stop_signal, finished_steps)
+        if finished_steps == signalled_at:
+            signal.raise_signal(signal.SIGUSR1)  # handled before this step's stop check
+        return due
+
+    monkeypatch.setattr(loop, "checkpoint_due", then_a_signal)
+    run_dir = tmp_path / "run"
+    no_periodic_checkpoint = (*REFERENCE_RUN[:-4], "--checkpoint-interval", "0")
+    assert train_in_process(run_dir, *no_periodic_checkpoint) == 128 + signal.SIGUSR1
+    stopped_at = signalled_at + 1
+    assert load_state(run_dir / "checkpoint" / "state.pt")["global_step"] == stopped_at
+    assert f"SIGUSR1 received: checkpointed at step {stopped_at}" in capsys.readouterr().out
+
+
 def test_reference_path_killed_and_resumed_equals_uninterrupted(finished_reference_run, tmp_path):
     run_dir = tmp_path / "run"
     _assert_killed_and_resumed_run_equals(

@@ -281,8 +281,11 @@ def _training_session(session: Session) -> tuple[int, str, int, float]:
                 last_log_step = global_step
             finished_steps = global_step + 1
             _maybe_evaluate(session, evaluator, event_log, window, finished_steps)
-            _maybe_checkpoint(session, event_log, window, stop, finished_steps)
-            stopped = stop_status(stop, finished_steps, args.total_timesteps)
+            # One reading of the stop signal for this step's checkpoint and exit: a signal that
+            # arrived between two readings would stop the run without its checkpoint.
+            stop_signal = stop.signal_number
+            _maybe_checkpoint(session, event_log, window, stop_signal, finished_steps)
+            stopped = stop_status(stop_signal, finished_steps, args.total_timesteps)
             if stopped is not None:
                 exit_status, exit_code = stopped
                 break
@@ -442,11 +445,11 @@ def _maybe_checkpoint(
     session: Session,
     event_log: EventLog,
     window: SteadyWindow,
-    stop: StopRequested,
+    stop_signal: int | None,
     finished_steps: int,
 ) -> None:
-    """Checkpoint at the interval, or when a stop was asked for, unless the run is done."""
-    if not checkpoint_due(session.args, stop, finished_steps):
+    """Checkpoint at the interval, or when a signal asked to stop, unless the run is done."""
+    if not checkpoint_due(session.args, stop_signal, finished_steps):
         return
     checkpoint_started = time.time()
     elapsed_seconds = time.time() - session.state.start_time  # read before the flush, as always
@@ -456,23 +459,23 @@ def _maybe_checkpoint(
     window.pause(time.time() - checkpoint_started)
 
 
-def checkpoint_due(args: Args, stop: StopRequested, finished_steps: int) -> bool:
-    """A checkpoint is due after `finished_steps` steps: at the interval, or when a stop was
-    asked for, unless the run is done."""
+def checkpoint_due(args: Args, stop_signal: int | None, finished_steps: int) -> bool:
+    """A checkpoint is due after `finished_steps` steps: at the interval, or when a signal
+    (`stop_signal`) asked to stop, unless the run is done."""
     periodic = args.checkpoint_interval > 0 and finished_steps % args.checkpoint_interval == 0
-    return (periodic or stop.requested) and finished_steps < args.total_timesteps
+    return (periodic or stop_signal is not None) and finished_steps < args.total_timesteps
 
 
 def stop_status(
-    stop: StopRequested, finished_steps: int, total_timesteps: int
+    stop_signal: int | None, finished_steps: int, total_timesteps: int
 ) -> tuple[str, int] | None:
-    """(exit status, exit code) when a signal stops the run here (it was just checkpointed)."""
-    if not stop.requested or finished_steps >= total_timesteps:
+    """(exit status, exit code) when `stop_signal` stops the run here: checkpoint_due, given the
+    same signal, has just checkpointed it."""
+    if stop_signal is None or finished_steps >= total_timesteps:
         return None
-    assert stop.signal_number is not None
-    name = signal.Signals(stop.signal_number).name
+    name = signal.Signals(stop_signal).name
     print(f"{name} received: checkpointed at step {finished_steps}; rerun to resume")
-    return f"signal {name}", 128 + stop.signal_number
+    return f"signal {name}", 128 + stop_signal
 
 
 def report_progress(session: Session, finished_steps: int, *, label: str = "") -> None:
