@@ -1,5 +1,5 @@
-"""End-to-end steady training throughput of the real trainer, reference vs fast update path, or
-CleanRL's own script vs the fast path.
+"""End-to-end steady training throughput of the real trainer: reference vs fast update path,
+CleanRL's own script vs the fast path, or N fast-path runs sharing one device.
 
 Runs `python -m sacbench.train --threads 1` as a child process per (env, path), e.g. 7,000 steps
 with learning_starts 5,000, reads charts/steady_SPS back from the run's event files (steps per

@@ -242,7 +242,7 @@ stop_pid_file() { # stop_pid_file NAME FILE: SIGTERM the recorded PID, SIGKILL i
 # SIGTERM handler after a requeue, for one. Slurm gives every job process SLURM_CLUSTER_NAME.
 leftover_job_pids() {
   local pid ours=" " files
-  pid=$$
+  pid=$BASHPID # this subshell, then the script and its callers
   while [[ $pid =~ ^[0-9]+$ ]] && ((pid > 1)); do
     ours+="$pid "
     pid=$(ps -o ppid= -p "$pid" 2>/dev/null | tr -d ' ') || break
@@ -252,7 +252,8 @@ leftover_job_pids() {
   for file in $files; do
     pid=${file#/proc/}
     pid=${pid%/environ}
-    [[ $ours == *" $pid "* ]] || echo "$pid"
+    # grep itself matched if this script runs in a job; it has exited by now.
+    [[ $ours == *" $pid "* ]] || ! alive "$pid" || echo "$pid"
   done
 }
 
