@@ -246,6 +246,16 @@ def broken_links(page: Path) -> list[str]:
     return broken
 
 
+def test_the_front_page_and_the_performance_page_stay_short():
+    """The README is a front door (at most 250 lines); docs/performance.md says what is true now
+    in at most 300 (the dated measurements go to docs/performance-log.md)."""
+    lines = {
+        name: len((REPO / name).read_text().splitlines())
+        for name in ("README.md", "docs/performance.md")
+    }
+    assert lines["README.md"] <= 250 and lines["docs/performance.md"] <= 300, lines
+
+
 def test_heading_anchors_are_githubs(tmp_path: Path):
     page = tmp_path / "page.md"
     page.write_text(
