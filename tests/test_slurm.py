@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -626,6 +627,6 @@ def test_stop_ends_what_ended_jobs_left_running(slurm_cluster, tmp_path: Path):
         assert not process_runs(pid)
     finally:
         if process_runs(pid):
-            os.kill(pid, 9)
+            os.kill(pid, signal.SIGKILL)
         started = cluster("start")
         assert started.returncode == 0, started.stdout + started.stderr
