@@ -29,7 +29,7 @@ import torch
 from sacbench.events import read_run_scalars
 from sacbench.training.cli import main as train_main
 from tests.synthetic_runs import SyntheticRun, write_extracted
-from tests.trainer_runs import read_scalars, reproducible, train_in_process
+from tests.trainer_runs import process_runs, read_scalars, reproducible, train_in_process
 from tests.workflow_copies import run_verbatim, venv_environment, workflow_copy
 
 ENV_ID = "InvertedPendulum-v4"
@@ -486,7 +486,7 @@ def test_snakemake_killed_unlocked_and_rerun_never_starts_a_second_trainer(tmp_p
         assert f"in use by python -m sacbench.train (pid {trainer} on host" in log, log
         assert "Traceback" not in log
         os.kill(trainer, signal.SIGCONT)
-        wait_for(lambda: not _alive(trainer), what="the first trainer to end")
+        wait_for(lambda: not process_runs(trainer), what="the first trainer to end")
         trainer = None
         third = run_verbatim(workdir, "snakemake --cores 1 results/sac.md")
         assert third.returncode == 0, third.stderr[-3000:]
@@ -499,16 +499,6 @@ def test_snakemake_killed_unlocked_and_rerun_never_starts_a_second_trainer(tmp_p
     assert json.loads((run_dir / "complete.json").read_text())["global_step"] == 1500
     read_run_scalars(run_dir)  # each step once
     assert (workdir / "results/sac.md").is_file()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (its parent, the killed snakemake's shell, reaps it) counts as ended.
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().rpartition(")")[2].split()[0] == "Z")
 
 
 # ---- 2. every record a resume relies on ---------------------------------------------------------

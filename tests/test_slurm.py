@@ -60,6 +60,7 @@ from tests.slurm_cluster import (
     workflow_copy,
     write_yaml,
 )
+from tests.trainer_runs import process_runs
 from tests.workflow_copies import smoke_preset_run
 
 pytestmark = pytest.mark.slurm
@@ -584,15 +585,6 @@ def test_unknown_partition_fails_at_submit_time_with_slurms_message(slurm_cluste
     assert submissions(output) == []
     assert not (workdir / target).exists()
     assert not (workdir / target).parent.exists()
-
-
-def process_runs(pid: int) -> bool:
-    """Whether process `pid` runs: it exists and is not a zombie that PID 1 has yet to reap."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_stop_ends_what_ended_jobs_left_running(slurm_cluster, tmp_path: Path):

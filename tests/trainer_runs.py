@@ -82,6 +82,16 @@ def kill(process: subprocess.Popen, signal_number: int) -> int:
     return process.wait(timeout=120)
 
 
+def process_runs(pid: int) -> bool:
+    """Whether process `pid` runs: it exists and is not a zombie waiting to be reaped (by its
+    parent, or by PID 1, which on these machines reaps seconds late)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
 def stop_once_it_prints(
     command: list[str],
     *,

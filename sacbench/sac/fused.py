@@ -46,7 +46,7 @@ from typing import Any
 
 import torch
 
-from sacbench.atomic import write_atomically
+from sacbench.atomic import write_atomically, write_json_atomically
 from sacbench.private_api import torch_extensions_root
 from sacbench.run_lock import RunDirBusy, RunDirLock
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
@@ -322,7 +322,7 @@ def _library_identity(library: Path) -> dict[str, int]:
 def record_loaded(directory: Path, name: str) -> None:
     """Record that torch built and imported the library called `name` in `directory`."""
     record = {"library": f"{name}.so", **_library_identity(directory / f"{name}.so")}
-    write_atomically(directory / LOADED_RECORD, json.dumps(record) + "\n")
+    write_json_atomically(directory / LOADED_RECORD, record)
 
 
 def loaded_before(directory: Path, name: str) -> Any | None:
