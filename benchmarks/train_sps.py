@@ -20,11 +20,12 @@ minute compiling while the other trains; `--extra --no-fused-update` times the e
 
 With `--cleanrl-checkout DIR` the other side is CleanRL's own script instead of the reference
 path: DIR/cleanrl/sac_continuous_action.py (DIR a clone of vwxyzjn/cleanrl), run by
-`--cleanrl-python` (an interpreter with CleanRL's packages: the README's "Benchmarking CleanRL's
-own script" makes one) in a folder of its own, with DIR on PYTHONPATH, OMP_NUM_THREADS=1 and the
-same budget (--env-id, --seed, --total-timesteps, --learning-starts, --buffer-size, --no-cuda).
-It logs no charts/steady_SPS, so its windows are the 100 steps between two consecutive charts/SPS
-points over their event wall times (all of them after learning_starts).
+`--cleanrl-python` (an interpreter with CleanRL's packages: docs/variants.md, "Benchmarking
+CleanRL's own script side by side" makes one) in a folder of its own, with DIR on PYTHONPATH,
+OMP_NUM_THREADS=1 and the same budget (--env-id, --seed, --total-timesteps, --learning-starts,
+--buffer-size, --no-cuda). It logs no charts/steady_SPS, so its windows are the 100 steps between
+two consecutive charts/SPS points over their event wall times (all of them after
+learning_starts).
 
 With `--baseline-environment NAME=VALUE` the other side is the fast path itself, run with that
 environment variable set: a switch of the fast path (SACBENCH_ADAM_SUBNORMALS=keep,
@@ -80,6 +81,7 @@ from sacbench.provenance import cpu_model, gpu_model
 from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
+CLEANRL_ENVIRONMENT_DOCS = 'docs/variants.md, "Benchmarking CleanRL\'s own script side by side"'
 CLEANRL_CAPTION = "; CleanRL's script on OMP_NUM_THREADS=1, windows from its charts/SPS wall times"
 GPU_FLAGS = ("--compile", "--cudagraphs")
 # Per mode: the tasks and the budget when the command line names none.
@@ -257,8 +259,8 @@ def check_cleanrl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     if probe.returncode != 0:
         parser.error(
             f"--cleanrl-python {python} cannot start {script} (`--help` exited "
-            f"{probe.returncode}; README: Benchmarking CleanRL's own script, for its "
-            f"environment):\n{probe.stderr[-1500:]}"
+            f"{probe.returncode}; {CLEANRL_ENVIRONMENT_DOCS} makes its environment):\n"
+            f"{probe.stderr[-1500:]}"
         )
     # CleanRL's script is written for Gymnasium 0.29's vector envs, whose infos hold each ended
     # episode's final_observation; under Gymnasium 1.x it stops at the first truncation (or,
@@ -272,7 +274,7 @@ def check_cleanrl(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         parser.error(
             f"{script} reads the vector env's infos['final_observation'], written for Gymnasium "
             f"0.29, but --cleanrl-python {python} has Gymnasium {gymnasium_version}: give it "
-            "an interpreter with CleanRL's own packages (README: Benchmarking CleanRL's own script)"
+            f"an interpreter with CleanRL's own packages ({CLEANRL_ENVIRONMENT_DOCS})"
         )
 
 

@@ -3,9 +3,9 @@
 CleanRL's ``docs/benchmark/sac_runtimes.md`` is often read as steps per second. It is not: the
 values are wall-clock MINUTES per 1,000,000-step run, as openrlbenchmark computes them (the mean
 over seeds of W&B's ``_runtime``, then the mean of the last 10% of those seed-averaged rows,
-which reads about 0.95x the final wall-clock; docs/results.md, "pr-424 runtime"). The returns
-are, per run, the mean of its last 100 ``charts/episodic_return`` values, then mean ± std
-(ddof=0) over seeds 1, 2 and 3.
+which reads about 0.95x the final wall-clock; docs/results.md, "Runtimes: `sac_runtimes.md`").
+The returns are, per run, the mean of its last 100 ``charts/episodic_return`` values, then mean
+± std (ddof=0) over seeds 1, 2 and 3.
 
 The random-policy returns anchor the min-max normalisation of the aggregate statistics; they were
 measured here with :func:`measure_random_returns` (``python -m sacbench.published``).

@@ -11,5 +11,5 @@ from sacbench.training.cli import main
 
 if __name__ == "__main__":
     exit_status = main()
-    gc.freeze()  # no collection sweep at shutdown: docs/performance.md, "Process exits"
+    gc.freeze()  # no collection sweep at shutdown: docs/performance.md, "Process starts and exits"
     sys.exit(exit_status)

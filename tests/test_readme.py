@@ -246,6 +246,62 @@ def broken_links(page: Path) -> list[str]:
     return broken
 
 
+# `docs/PAGE.md, "Heading"` or `README, "Heading"`: how code, configs and pages point a reader at
+# a section, in comments, help texts and error messages.
+BINARY = {".png", ".svg", ".mp4", ".so", ".gif"}
+SECTION_REFERENCE = re.compile(r'(README|docs/[\w-]+\.md),?\s+\(?"([^"]+)"')
+
+
+def section_references(text: str) -> list[tuple[str, str]]:
+    """(page, heading) of each section reference in a file's text; a reference may wrap across
+    comment lines or sit in a Python string with escaped quotes."""
+    text = re.sub(r"\s*\n\s*(#\s*)?", " ", text.replace("\\'", "'"))
+    return [
+        ("README.md" if page == "README" else page, heading)
+        for page, heading in SECTION_REFERENCE.findall(text)
+    ]
+
+
+def headings(page: Path) -> set[str]:
+    return set(re.findall(r"^#{1,6} +(.+?)\s*$", prose(page), flags=re.MULTILINE))
+
+
+def test_section_references_are_found_across_wrapped_comments_and_strings():
+    text = (
+        '# no sweep (docs/performance.md, "Process\n# starts and exits")\n'
+        "X = 'docs/variants.md, \"Benchmarking CleanRL\\'s own script\"'\n"
+        '"""provenance (README,\n    "Tracking runs")"""'
+    )
+    assert section_references(text) == [
+        ("docs/performance.md", "Process starts and exits"),
+        ("docs/variants.md", "Benchmarking CleanRL's own script"),
+        ("README.md", "Tracking runs"),
+    ]
+
+
+def test_every_section_that_code_and_pages_name_exists():
+    """A help text or message that sends a reader to a section that was renamed or moved is
+    false; the dated log (docs/performance-log.md) keeps the names it had then."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "sacbench", "workflow", "benchmarks", "scripts", "config", "profiles",
+         "Snakefile", ".ci", "docs", "README.md"],
+        cwd=REPO, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    missing = []
+    for name in tracked:
+        path = REPO / name
+        if name == "docs/performance-log.md" or path.is_symlink() or path.suffix in BINARY:
+            continue
+        for page, heading in section_references(path.read_text(errors="replace")):
+            target = REPO / page
+            # A reference may leave out a heading's parenthesis: "Extraction" for
+            # "Extraction (`extract`)".
+            named = headings(target) if target.exists() else set()
+            if not any(h == heading or h.startswith(f"{heading} (") for h in named):
+                missing.append(f'{name}: {page}, "{heading}"')
+    assert not missing, "sections named that do not exist:\n" + "\n".join(missing)
+
+
 def test_the_front_page_and_the_performance_page_stay_short():
     """The README is a front door (at most 250 lines); docs/performance.md says what is true now
     in at most 300 (the dated measurements go to docs/performance-log.md)."""

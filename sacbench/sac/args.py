@@ -22,8 +22,8 @@ class Args:
     cuda: bool = True
     """if toggled, cuda is used when available and --device is auto"""
     track: bool = False
-    """sync this run to Weights & Biases: its TensorBoard scalars, args and provenance (README,
-    "Tracking runs in Weights & Biases"); WANDB_MODE=offline keeps it in the run dir's wandb/"""
+    """sync this run to Weights & Biases: its TensorBoard scalars, args and provenance
+    (docs/wandb.md); WANDB_MODE=offline keeps it in the run dir's wandb/"""
     wandb_project_name: str = "sacbench"
     """the W&B project of a tracked run (CleanRL's default is "cleanRL"; sacbench's runs get
     their own project unless asked otherwise)"""

@@ -261,5 +261,5 @@ def all_targets(wildcards):
 
 # Everything made so far (Snakemake's, pandas', MuJoCo's objects, this workflow's) is kept out of
 # the garbage collector's sweeps, the one at Python's shutdown included: each `snakemake` command
-# takes about a sixth less CPU (docs/performance.md, "Process exits").
+# takes about a sixth less CPU (docs/performance.md, "Process starts and exits").
 gc.freeze()
