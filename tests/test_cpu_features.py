@@ -7,6 +7,8 @@ and MKL's report of its code path, which that choice also reads.
 from __future__ import annotations
 
 import ast
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,3 +180,58 @@ def test_only_the_first_processors_flags_count_and_arm_features_are_read():
     assert onednn_matmul_missing(cpu_flags(two_processors)) is not None
     graviton = "processor\t: 0\nFeatures\t: fp asimd sve bf16 i8mm\nCPU part\t: 0xd40\n"
     assert cpu_flags(graviton) == {"fp", "asimd", "sve", "bf16", "i8mm"}
+
+
+AS_CPU_KIND = Path(__file__).parent.parent / "scripts" / "as-cpu-kind.sh"
+# What a process that the script starts reads and chooses, as one JSON line.
+CHOICES = """
+import json, torch
+from sacbench.sac import cpu_features
+from sacbench.sac.fused import float32_products_library
+info = cpu_features.read_cpuinfo()
+print(json.dumps({
+    "flags": sorted(cpu_features.cpu_flags(info)),
+    "processors": info.count("processor\\t:"),
+    "library": float32_products_library(),
+    "native_bf16": cpu_features.has_native_bf16(cpu_features.cpu_flags(info)),
+    "mkl_avx512": cpu_features.mkl_runs_avx512(cpu_features.mkl_code_path()),
+    "aten": torch.backends.cpu.get_cpu_capability(),
+}))
+"""
+
+
+def as_cpu_kind(kind: str, *command: str) -> subprocess.CompletedProcess[str]:
+    if subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0":
+        pytest.skip("scripts/as-cpu-kind.sh needs root (a private mount of /proc/cpuinfo)")
+    return subprocess.run(
+        ["bash", str(AS_CPU_KIND), kind, *command], capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_a_command_run_as_a_cpu_kind_chooses_as_that_kind(kind: str):
+    done = as_cpu_kind(kind, sys.executable, "-c", CHOICES)
+    if done.returncode == 2 and "this CPU lacks" in done.stderr:
+        pytest.skip(f"this machine cannot present {kind}: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.splitlines()[-1])
+    report, library, native_bf16 = EXPECTED[kind]
+    assert seen["flags"] == sorted(cpu_flags(recorded(kind)))
+    # Every processor of this machine keeps its entry.
+    assert seen["processors"] == Path("/proc/cpuinfo").read_text().count("processor\t:")
+    assert (seen["library"], seen["native_bf16"]) == (library, native_bf16)
+    assert seen["mkl_avx512"] == mkl_runs_avx512(report)
+    assert seen["aten"] == ("AVX2" if kind == "zen3" else "AVX512")
+
+
+def test_a_cpu_kind_with_a_flag_this_machine_lacks_is_refused(tmp_path: Path):
+    here = cpu_flags(Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else "")
+    lacking = sorted({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx_ne_convert"} - here)
+    if not lacking:
+        pytest.skip("this CPU has every flag that as-cpu-kind.sh checks for")
+    kind = tmp_path / "future.txt"
+    kind.write_text(recorded("zen3").replace(" avx2 ", f" avx2 {' '.join(lacking)} "))
+    done = as_cpu_kind(str(kind), "true")
+    assert done.returncode == 2
+    named = re.search(rf"this CPU lacks (\S+), which {re.escape(str(kind))} has", done.stderr)
+    assert named and named.group(1) in lacking, done.stderr

@@ -440,7 +440,8 @@ CLEANRL_PYTHON = os.environ.get("SACBENCH_CLEANRL_PYTHON")
 @pytest.mark.skipif(
     not (CLEANRL_CHECKOUT and CLEANRL_PYTHON),
     reason="set SACBENCH_CLEANRL_CHECKOUT (a clone of vwxyzjn/cleanrl) and SACBENCH_CLEANRL_PYTHON"
-    " (an interpreter with its packages, docs/variants.md: Benchmarking CleanRL's own script)",
+    " (an interpreter with its packages: docs/variants.md, \"Benchmarking CleanRL's own script"
+    ' side by side")',
 )
 def test_cleanrls_own_script_runs_as_a_command_run(tmp_path: Path):
     """The real sac_continuous_action.py through the wrapper: 1,600 steps of Pusher-v4 (100-step
