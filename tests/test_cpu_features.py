@@ -203,6 +203,11 @@ print(json.dumps({
 def as_cpu_kind(kind: str, *command: str) -> subprocess.CompletedProcess[str]:
     if subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0":
         pytest.skip("scripts/as-cpu-kind.sh needs root (a private mount of /proc/cpuinfo)")
+    private_mount = subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True
+    )
+    if private_mount.returncode != 0:
+        pytest.skip(f"no private mount namespace here (unshare --mount): {private_mount.stderr}")
     return subprocess.run(
         ["bash", str(AS_CPU_KIND), kind, *command], capture_output=True, text=True, timeout=120
     )
