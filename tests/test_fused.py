@@ -215,28 +215,37 @@ def test_one_call_per_step_updates_as_the_handwritten_loop(
 
 def test_one_call_updates_as_the_handwritten_loop_at_humanoids_shapes(fused, products_library):
     """The same comparison with Humanoid-v4's sizes (376 observations, 17 actions): inputs wider
-    than the hidden layers, and an action scale other than 1."""
+    than the hidden layers, and an action scale other than 1. On one thread, as the trainer runs
+    by default: the products' rounding depends on how many threads share them, and so would this
+    test's result on the thread count a test before it left."""
     results = []
-    for formulation in (fused, HandwrittenFormulation()):
-        learner = learner_with_shapes(376, 17, batch_size=48)
-        learner.formulation = formulation
-        batch = shaped_batch(376, 17, 48)
-        torch.manual_seed(6)
-        for step in range(101, 105):
-            schedule = update_schedule(step, learning_starts=100, policy_frequency=2,
-                                       target_network_frequency=1)  # fmt: skip
-            metrics = {
-                name: value.clone() for name, value in learner.update(batch, schedule).items()
-            }
-        results.append((metrics, learner_state_tensors(learner)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for formulation in (fused, HandwrittenFormulation()):
+            learner = learner_with_shapes(376, 17, batch_size=48)
+            learner.formulation = formulation
+            batch = shaped_batch(376, 17, 48)
+            torch.manual_seed(6)
+            for step in range(101, 105):
+                schedule = update_schedule(step, learning_starts=100, policy_frequency=2,
+                                           target_network_frequency=1)  # fmt: skip
+                metrics = {
+                    name: value.clone() for name, value in learner.update(batch, schedule).items()
+                }
+            results.append((metrics, learner_state_tensors(learner)))
+    finally:
+        torch.set_num_threads(threads)
     (one_call, one_call_state), (loop, loop_state) = results
     assert one_call.keys() == loop.keys() and "alpha_loss" in one_call
     for name in one_call:
         torch.testing.assert_close(one_call[name], loop[name], rtol=1e-4, atol=1e-5, msg=name)
     # Adam moves a weight whose gradient is near zero by up to its learning rate whichever way
-    # rounding tips it, so the state is compared by each tensor's norm (measured 2e-6; other
-    # draws differ by 0.6).
-    assert max(differences(one_call_state, loop_state)) <= 1e-5
+    # rounding tips it, so the state is compared by each tensor's norm. Measured on one thread:
+    # 3.4e-6 (ATen's products) and 5.3e-6 (oneDNN's) where MKL runs AVX-512 (Intel's kinds),
+    # 1.4e-5 and 1.2e-5 where it runs AVX2 (AMD's kinds, as scripts/as-cpu-kind.sh presents
+    # them); other draws differ by 0.6.
+    assert max(differences(one_call_state, loop_state)) <= 1e-4
 
 
 def test_a_loaded_state_is_what_the_one_call_update_steps(fused):
