@@ -21,6 +21,7 @@ from sacbench.sac.cpu_features import (
     has_native_bf16,
     mkl_runs_avx512,
     onednn_matmul_missing,
+    read_cpuinfo,
 )
 from sacbench.sac.fused import (
     FLOAT32_PRODUCTS_VARIABLE,
@@ -182,7 +183,8 @@ def test_only_the_first_processors_flags_count_and_arm_features_are_read():
     assert cpu_flags(graviton) == {"fp", "asimd", "sve", "bf16", "i8mm"}
 
 
-AS_CPU_KIND = Path(__file__).parent.parent / "scripts" / "as-cpu-kind.sh"
+REPO = Path(__file__).parent.parent
+AS_CPU_KIND = REPO / "scripts" / "as-cpu-kind.sh"
 # What a process that the script starts reads and chooses, as one JSON line.
 CHOICES = """
 import json, torch
@@ -200,7 +202,7 @@ print(json.dumps({
 """
 
 
-def as_cpu_kind(kind: str, *command: str) -> subprocess.CompletedProcess[str]:
+def as_cpu_kind(kind: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
     if subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0":
         pytest.skip("scripts/as-cpu-kind.sh needs root (a private mount of /proc/cpuinfo)")
     private_mount = subprocess.run(
@@ -209,7 +211,11 @@ def as_cpu_kind(kind: str, *command: str) -> subprocess.CompletedProcess[str]:
     if private_mount.returncode != 0:
         pytest.skip(f"no private mount namespace here (unshare --mount): {private_mount.stderr}")
     return subprocess.run(
-        ["bash", str(AS_CPU_KIND), kind, *command], capture_output=True, text=True, timeout=120
+        ["bash", str(AS_CPU_KIND), kind, *command],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
     )
 
 
@@ -240,3 +246,44 @@ def test_a_cpu_kind_with_a_flag_this_machine_lacks_is_refused(tmp_path: Path):
     assert done.returncode == 2
     named = re.search(rf"this CPU lacks (\S+), which {re.escape(str(kind))} has", done.stderr)
     assert named and named.group(1) in lacking, done.stderr
+
+
+# The tests of the update paths' numbers: each path against the reference or the hand-written
+# loop, through each products library, which is where the libraries' kernels (MKL's AVX2 or
+# AVX-512 ones, oneDNN's) and ATen's vectors show.
+PATHS_AGREE = ("tests/test_sac.py", "tests/test_fused.py", "-k",
+               "not build and not trainer and not real_run and not compiler")  # fmt: skip
+
+
+def choosing_flags(cpuinfo: str) -> tuple[str, frozenset[str]]:
+    """The vendor and the flags by which as-cpu-kind.sh (and the code it serves) choose code."""
+    listed = re.search(r"^for flag in (.*?); do", AS_CPU_KIND.read_text(), re.M | re.S)
+    assert listed, "scripts/as-cpu-kind.sh lists no flags"
+    vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
+    return (vendor.group(1) if vendor else "", cpu_flags(cpuinfo) & set(listed.group(1).split()))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_the_update_paths_agree_as_each_kind_this_machine_can_present(kind: str):
+    """A tolerance measured on one kind can be too tight for another's kernels: the paths'
+    tests again, as each other kind, on one thread as the trainer runs."""
+    here = read_cpuinfo()
+    if choosing_flags(here) == choosing_flags(recorded(kind)):
+        pytest.skip(f"this machine chooses code as {kind} does: the suite itself is that run")
+    done = as_cpu_kind(
+        kind,
+        "env",
+        "OMP_NUM_THREADS=1",
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *PATHS_AGREE,
+        timeout=900,
+    )
+    if done.returncode == 2 and "this CPU lacks" in done.stderr:
+        pytest.skip(f"this machine cannot present {kind}: {done.stderr.strip()}")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
