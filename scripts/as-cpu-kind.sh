@@ -4,13 +4,14 @@
 # (tests/cpuinfo/KIND.txt, or any file with such lines), and the libraries are capped to what they
 # run on that kind: MKL (AVX2 kernels on AMD's CPUs, as MKL itself chooses by vendor), oneDNN and
 # ATen (by the kind's flags). So the suite, or a trainer, can be run as Zen 3 on an AVX-512 machine
-# and take every decision it would take there (sacbench/sac/cpu_features.py reads the flags).
+# and make every choice by the CPU's flags as there (sacbench/sac/cpu_features.py reads them).
 #
 # What it cannot change: code that asks the CPU itself (torch's CPUID checks before oneDNN's
 # bfloat16 products; `-march=native`, with which the fused update is compiled for this CPU).
 # This machine must have every flag of the kind that selects code here, or the kind's code could
-# not run: a kind with more is refused. Needs root, for a private mount of /proc/cpuinfo (sudo
-# resets PATH: there, name the venv's python by its path).
+# not run: a kind with more is refused, and so is an Intel kind with AVX-512 on another vendor's
+# CPU, where MKL could not be raised to the AVX-512 kernels it runs on Intel's. Needs root, for a
+# private mount of /proc/cpuinfo (sudo resets PATH: there, name the venv's python by its path).
 #
 # Usage: bash scripts/as-cpu-kind.sh KIND COMMAND [ARGUMENT ...]
 #   KIND: zen3, zen4, zen5, intel-xeon-icelake or intel-xeon-amx, or a path to a cpuinfo file
@@ -44,14 +45,24 @@ kind_flags=" $(field flags "$kind_file") "
 host_flags=" $(field flags /proc/cpuinfo) "
 has() { [[ $kind_flags == *" $1 "* ]]; }
 
+cannot_present() {
+  echo "as-cpu-kind: this machine cannot present $kind: $1" >&2
+  exit 2
+}
 # The flags by which sacbench, torch, oneDNN or MKL choose code on x86.
 for flag in fma avx2 avx512f avx512bw avx512vl avx512dq avx512_vnni avx_vnni avx512_bf16 \
   avx512_fp16 avx_ne_convert amx_tile amx_bf16; do
   if has "$flag" && [[ $host_flags != *" $flag "* ]]; then
-    echo "as-cpu-kind: this CPU lacks $flag, which $kind has: code chosen for $kind could not run here" >&2
-    exit 2
+    cannot_present "it lacks $flag, which $kind has (code chosen for $kind could not run here)"
   fi
 done
+# MKL runs its AVX-512 kernels only on Intel's CPUs, and can be held below what it runs, not
+# raised above it.
+kind_vendor=$(field vendor_id "$kind_file")
+host_vendor=$(field vendor_id /proc/cpuinfo)
+if [[ $kind_vendor == GenuineIntel ]] && has avx512f && [[ $host_vendor != GenuineIntel ]]; then
+  cannot_present "MKL runs its AVX-512 kernels only on Intel's CPUs, and this one is $host_vendor"
+fi
 
 # The kind's cpuinfo, one entry per processor of this machine, as the command will read it.
 cpuinfo=$(mktemp)
@@ -68,7 +79,7 @@ awk -v vendor="$(field vendor_id "$kind_file")" -v family="$(field 'cpu family' 
 
 # MKL runs its AVX-512 kernels only on Intel's CPUs (the kind's own MKL report, where recorded, is
 # tests/cpuinfo/KIND.mkl); oneDNN and ATen choose by the flags.
-if [[ $(field vendor_id "$kind_file") != GenuineIntel ]] || ! has avx512f; then
+if [[ $kind_vendor != GenuineIntel ]] || ! has avx512f; then
   export MKL_ENABLE_INSTRUCTIONS=AVX2
 elif ! has amx_bf16; then
   export MKL_ENABLE_INSTRUCTIONS=AVX512_E1
@@ -90,7 +101,7 @@ else
   export ATEN_CPU_CAPABILITY=avx2
 fi
 # Inductor's cache does not key its kernels on ATen's capability: a kernel compiled for this CPU
-# and run as another kind gave other numbers (tests/test_fast_compile.py), so each kind gets its own.
+# and run as another kind gave other numbers (tests/test_fast_compile.py): each kind gets its own.
 export TORCHINDUCTOR_CACHE_DIR=${TMPDIR:-/tmp}/torchinductor_$(id -un)_as_$(basename "$kind_file" .txt)
 
 unshare --mount --propagation private -- bash -c \
