@@ -67,7 +67,7 @@ fi
 # The kind's cpuinfo, one entry per processor of this machine, as the command will read it.
 cpuinfo=$(mktemp)
 trap 'rm -f "$cpuinfo"' EXIT
-awk -v vendor="$(field vendor_id "$kind_file")" -v family="$(field 'cpu family' "$kind_file")" \
+awk -v vendor="$kind_vendor" -v family="$(field 'cpu family' "$kind_file")" \
   -v model="$(field model "$kind_file")" -v name="$(field 'model name' "$kind_file")" \
   -v flags="$(field flags "$kind_file")" -F ':' '
   $1 ~ /^vendor_id[ \t]*$/ { print "vendor_id\t: " vendor; next }
@@ -83,6 +83,8 @@ if [[ $kind_vendor != GenuineIntel ]] || ! has avx512f; then
   export MKL_ENABLE_INSTRUCTIONS=AVX2
 elif ! has amx_bf16; then
   export MKL_ENABLE_INSTRUCTIONS=AVX512_E1
+else
+  unset MKL_ENABLE_INSTRUCTIONS
 fi
 if has amx_bf16; then
   unset ONEDNN_MAX_CPU_ISA
