@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.workflow_copies import REPO
 
 CRASHING_FILE = """\
 import os

@@ -7,7 +7,9 @@ and MKL's report of its code path, which that choice also reads.
 from __future__ import annotations
 
 import ast
+import functools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +31,7 @@ from sacbench.sac.fused import (
     kept_mkl_code_path,
 )
 from sacbench.sac.mixed_precision import native_bf16_products
+from tests.workflow_copies import REPO
 
 CPUINFO = Path(__file__).parent / "cpuinfo"
 
@@ -183,7 +186,6 @@ def test_only_the_first_processors_flags_count_and_arm_features_are_read():
     assert cpu_flags(graviton) == {"fp", "asimd", "sve", "bf16", "i8mm"}
 
 
-REPO = Path(__file__).parent.parent
 AS_CPU_KIND = REPO / "scripts" / "as-cpu-kind.sh"
 # What a process that the script starts reads and chooses, as one JSON line.
 CHOICES = """
@@ -202,14 +204,23 @@ print(json.dumps({
 """
 
 
-def as_cpu_kind(kind: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
-    if subprocess.run(["id", "-u"], capture_output=True, text=True).stdout.strip() != "0":
-        pytest.skip("scripts/as-cpu-kind.sh needs root (a private mount of /proc/cpuinfo)")
+@functools.cache
+def why_no_private_mount() -> str | None:
+    """Why as-cpu-kind.sh cannot mount a kind's cpuinfo here, or None where it can."""
+    if os.geteuid() != 0:
+        return "scripts/as-cpu-kind.sh needs root (a private mount of /proc/cpuinfo)"
     private_mount = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "true"], capture_output=True, text=True
     )
     if private_mount.returncode != 0:
-        pytest.skip(f"no private mount namespace here (unshare --mount): {private_mount.stderr}")
+        return f"no private mount namespace here (unshare --mount): {private_mount.stderr}"
+    return None
+
+
+def as_cpu_kind(kind: str, *command: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    reason = why_no_private_mount()
+    if reason:
+        pytest.skip(reason)
     return subprocess.run(
         ["bash", str(AS_CPU_KIND), kind, *command],
         capture_output=True,
@@ -217,6 +228,13 @@ def as_cpu_kind(kind: str, *command: str, timeout: int = 120) -> subprocess.Comp
         timeout=timeout,
         cwd=REPO,
     )
+
+
+def checked_flags() -> frozenset[str]:
+    """The flags that as-cpu-kind.sh requires of this machine where a kind has them."""
+    listed = re.search(r"^for flag in (.*?); do", AS_CPU_KIND.read_text(), re.M | re.S)
+    assert listed, "scripts/as-cpu-kind.sh lists no flags"
+    return frozenset(listed.group(1).replace("\\", " ").split())
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
@@ -229,15 +247,14 @@ def test_a_command_run_as_a_cpu_kind_chooses_as_that_kind(kind: str):
     report, library, native_bf16 = EXPECTED[kind]
     assert seen["flags"] == sorted(cpu_flags(recorded(kind)))
     # Every processor of this machine keeps its entry.
-    assert seen["processors"] == Path("/proc/cpuinfo").read_text().count("processor\t:")
+    assert seen["processors"] == read_cpuinfo().count("processor\t:")
     assert (seen["library"], seen["native_bf16"]) == (library, native_bf16)
     assert seen["mkl_avx512"] == mkl_runs_avx512(report)
     assert seen["aten"] == ("AVX2" if kind == "zen3" else "AVX512")
 
 
 def test_a_cpu_kind_with_a_flag_this_machine_lacks_is_refused(tmp_path: Path):
-    here = cpu_flags(Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else "")
-    lacking = sorted({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx_ne_convert"} - here)
+    lacking = sorted(checked_flags() - cpu_flags(read_cpuinfo()))
     if not lacking:
         pytest.skip("this CPU has every flag that as-cpu-kind.sh checks for")
     kind = tmp_path / "future.txt"
@@ -257,10 +274,8 @@ PATHS_AGREE = ("tests/test_sac.py", "tests/test_fused.py", "-k",
 
 def choosing_flags(cpuinfo: str) -> tuple[str, frozenset[str]]:
     """The vendor and the flags by which as-cpu-kind.sh (and the code it serves) choose code."""
-    listed = re.search(r"^for flag in (.*?); do", AS_CPU_KIND.read_text(), re.M | re.S)
-    assert listed, "scripts/as-cpu-kind.sh lists no flags"
     vendor = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
-    return (vendor.group(1) if vendor else "", cpu_flags(cpuinfo) & set(listed.group(1).split()))
+    return (vendor.group(1) if vendor else "", cpu_flags(cpuinfo) & checked_flags())
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ build's leftovers, no compiler) and the real trainer by default.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import errno
@@ -95,6 +96,17 @@ def products_library(request, fused) -> Iterator[str]:
     library it runs by default."""
     with float32_products_through(fused.extension, request.param):
         yield request.param
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread, as the trainer runs by default, and back to the count it had."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def learner_with_shapes(obs_dim: int, action_dim: int, *, batch_size: int) -> FastLearner:
@@ -219,9 +231,7 @@ def test_one_call_updates_as_the_handwritten_loop_at_humanoids_shapes(fused, pro
     by default: the products' rounding depends on how many threads share them, and so would this
     test's result on the thread count a test before it left."""
     results = []
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_thread():
         for formulation in (fused, HandwrittenFormulation()):
             learner = learner_with_shapes(376, 17, batch_size=48)
             learner.formulation = formulation
@@ -234,8 +244,6 @@ def test_one_call_updates_as_the_handwritten_loop_at_humanoids_shapes(fused, pro
                     name: value.clone() for name, value in learner.update(batch, schedule).items()
                 }
             results.append((metrics, learner_state_tensors(learner)))
-    finally:
-        torch.set_num_threads(threads)
     (one_call, one_call_state), (loop, loop_state) = results
     assert one_call.keys() == loop.keys() and "alpha_loss" in one_call
     for name in one_call:
@@ -756,18 +764,16 @@ def test_adam_steps_take_subnormal_moments_as_zero_and_leave_every_parameter_as_
     assert 0 < subnormal < torch.finfo(torch.float32).tiny
     assert fused.extension.adam_subnormals_are_zero()
     results = {}
-    threads = torch.get_num_threads()
     for as_zero in (True, False):
         learner = learner_with_a_dead_unit(fused, subnormal_moment=subnormal)
         fused.extension.set_adam_subnormals_as_zero(as_zero)
         # One thread, as the trainer runs by default: the setting is the calling thread's.
-        torch.set_num_threads(1)
         try:
-            torch.manual_seed(7)
-            fused_updates(learner, range(103, 104), policy_frequency=2)
+            with one_thread():
+                torch.manual_seed(7)
+                fused_updates(learner, range(103, 104), policy_frequency=2)
         finally:
             fused.extension.set_adam_subnormals_as_zero(True)
-            torch.set_num_threads(threads)
         results[as_zero] = learner
         assert torch.tensor([subnormal]).mul(0.5).item() != 0  # IEEE subnormals outside Adam
     flushed, kept = (

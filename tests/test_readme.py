@@ -218,12 +218,17 @@ def prose(page: Path) -> str:
     return FENCED_BLOCK.sub("", page.read_text())
 
 
+def headings(page: Path) -> list[str]:
+    """The text of each of a page's headings, in order."""
+    return re.findall(r"^#{1,6} +(.+?)\s*$", prose(page), flags=re.MULTILINE)
+
+
 def heading_anchors(page: Path) -> set[str]:
     """The anchors GitHub gives a page's headings: lower case, every character but letters,
     digits, '_', '-' and spaces dropped, spaces as '-'; a repeated anchor gets -1, -2, ..."""
     anchors: set[str] = set()
     seen: dict[str, int] = {}
-    for heading in re.findall(r"^#{1,6} +(.+?)\s*$", prose(page), flags=re.MULTILINE):
+    for heading in headings(page):
         anchor = re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
         repeats = seen.get(anchor, 0)
         seen[anchor] = repeats + 1
@@ -262,10 +267,6 @@ def section_references(text: str) -> list[tuple[str, str]]:
         ("README.md" if page == "README" else page, heading)
         for page, heading in SECTION_REFERENCE.findall(text)
     ]
-
-
-def headings(page: Path) -> set[str]:
-    return set(re.findall(r"^#{1,6} +(.+?)\s*$", prose(page), flags=re.MULTILINE))
 
 
 def test_section_references_are_found_across_wrapped_comments_and_strings():
