@@ -6,8 +6,10 @@
 # ATen (by the kind's flags). So the suite, or a trainer, can be run as Zen 3 on an AVX-512 machine
 # and make every choice by the CPU's flags as there (sacbench/sac/cpu_features.py reads them).
 #
-# What it cannot change: code that asks the CPU itself (torch's CPUID checks before oneDNN's
-# bfloat16 products; `-march=native`, with which the fused update is compiled for this CPU).
+# C++ compiled with `-march=native` (the fused update, inductor's kernels) is compiled for the
+# kind's instruction sets: CXX names a compiler wrapper that replaces -march=native by them, and
+# such builds go to a folder of the kind's own. What it cannot change: code that asks the CPU
+# itself (torch's CPUID checks before oneDNN's bfloat16 products), and the compiler's tuning.
 # This machine must have every flag of the kind that selects code here, or the kind's code could
 # not run: a kind with more is refused, and so is an Intel kind with AVX-512 on another vendor's
 # CPU, where MKL could not be raised to the AVX-512 kernels it runs on Intel's. Needs root, for a
@@ -105,6 +107,50 @@ fi
 # Inductor's cache does not key its kernels on ATen's capability: a kernel compiled for this CPU
 # and run as another kind gave other numbers (tests/test_fast_compile.py): each kind gets its own.
 export TORCHINDUCTOR_CACHE_DIR=${TMPDIR:-/tmp}/torchinductor_$(id -un)_as_$(basename "$kind_file" .txt)
+
+# -march=native would compile for this CPU: the kind's instruction sets instead, as GCC options
+# (cpuinfo's name:GCC's). One this machine lacks is left out (sse4a as an AMD kind on an Intel
+# CPU): GCC emits it only when asked by name, and here it could not run.
+instruction_sets=()
+for pair in pni:sse3 ssse3:ssse3 sse4_1:sse4.1 sse4_2:sse4.2 sse4a:sse4a popcnt:popcnt \
+  pclmulqdq:pclmul aes:aes movbe:movbe xsave:xsave avx:avx f16c:f16c fma:fma abm:lzcnt bmi1:bmi \
+  bmi2:bmi2 avx2:avx2 adx:adx sha_ni:sha avx512f:avx512f avx512dq:avx512dq avx512cd:avx512cd \
+  avx512bw:avx512bw avx512vl:avx512vl avx512ifma:avx512ifma avx512vbmi:avx512vbmi \
+  avx512_vbmi2:avx512vbmi2 avx512_vnni:avx512vnni avx512_bitalg:avx512bitalg \
+  avx512_vpopcntdq:avx512vpopcntdq avx512_bf16:avx512bf16 avx512_fp16:avx512fp16 \
+  avx_vnni:avxvnni gfni:gfni vaes:vaes vpclmulqdq:vpclmulqdq amx_tile:amx-tile \
+  amx_bf16:amx-bf16 amx_int8:amx-int8; do
+  if has "${pair%%:*}" && [[ $host_flags == *" ${pair%%:*} "* ]]; then
+    instruction_sets+=("-m${pair#*:}")
+  fi
+done
+# The wrapper and the kind's builds live at fixed paths: a build's commands name the compiler, so
+# a new path every time would rebuild the fused update (20-40 s) at every start.
+kind_dir=${TMPDIR:-/tmp}/as-cpu-kind_$(id -un)/$(basename "$kind_file" .txt)
+export TORCH_EXTENSIONS_DIR=$kind_dir/torch_extensions
+# Without a compiler there is nothing to wrap (the trainer then says why it cannot build). Run
+# inside another presentation, the compiler is the one that presentation wrapped.
+if compiler=${AS_CPU_KIND_COMPILER:-$(command -v "${CXX:-g++}")}; then
+  export AS_CPU_KIND_COMPILER=$compiler
+  mkdir -p "$kind_dir/bin"
+  wrapper=$(mktemp "$kind_dir/bin/.g++.XXXXXX")
+  cat >"$wrapper" <<WRAPPER
+#!/usr/bin/env bash
+# Written by scripts/as-cpu-kind.sh: $compiler, compiling for $kind where asked for this CPU.
+arguments=()
+for argument in "\$@"; do
+  if [[ \$argument == -march=native ]]; then
+    arguments+=(-march=x86-64 ${instruction_sets[*]})
+  else
+    arguments+=("\$argument")
+  fi
+done
+exec $compiler "\${arguments[@]}"
+WRAPPER
+  chmod +x "$wrapper"
+  mv -f "$wrapper" "$kind_dir/bin/g++" # named g++, as torch checks the compiler by its name
+  export CXX=$kind_dir/bin/g++
+fi
 
 unshare --mount --propagation private -- bash -c \
   'mount --bind "$1" /proc/cpuinfo && shift && "$@"' as-cpu-kind "$cpuinfo" "$@"

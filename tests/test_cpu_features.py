@@ -11,6 +11,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -253,6 +254,35 @@ def test_a_command_run_as_a_cpu_kind_chooses_as_that_kind(kind: str):
     assert seen["aten"] == ("AVX2" if kind == "zen3" else "AVX512")
 
 
+# The compiler's macros for the instruction sets that the update's C++ and inductor's kernels can
+# use, and the cpuinfo flag each one follows.
+COMPILED_FOR = {
+    "__FMA__": "fma",
+    "__AVX2__": "avx2",
+    "__AVX512F__": "avx512f",
+    "__AVX512BW__": "avx512bw",
+    "__AVX512BF16__": "avx512_bf16",
+    "__AVX512FP16__": "avx512_fp16",
+    "__AMX_BF16__": "amx_bf16",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_native_builds_as_a_cpu_kind_are_for_that_kinds_instruction_sets(kind: str):
+    """`-march=native` asks the CPU that compiles: as a kind, the fused update and inductor's
+    kernels must be compiled for the kind's instruction sets, or a test as Zen 3 on an AVX-512
+    machine runs code that Zen 3 cannot."""
+    if shutil.which("g++") is None:
+        pytest.skip("no g++ here: nothing is compiled with -march=native")
+    done = as_cpu_kind(kind, "bash", "-c", 'echo | "$CXX" -march=native -dM -E -x c++ -')
+    if done.returncode == 2 and "cannot present" in done.stderr:
+        pytest.skip(done.stderr.strip())
+    assert done.returncode == 0, done.stderr
+    defined = {macro for macro in COMPILED_FOR if f"#define {macro} 1" in done.stdout}
+    flags = cpu_flags(recorded(kind))
+    assert defined == {macro for macro, flag in COMPILED_FOR.items() if flag in flags}
+
+
 def test_a_cpu_kind_with_a_flag_this_machine_lacks_is_refused(tmp_path: Path):
     lacking = sorted(checked_flags() - cpu_flags(read_cpuinfo()))
     if not lacking:
@@ -282,7 +312,8 @@ def choosing_flags(cpuinfo: str) -> tuple[str, frozenset[str]]:
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 def test_the_update_paths_agree_as_each_kind_this_machine_can_present(kind: str):
     """A tolerance measured on one kind can be too tight for another's kernels: the paths'
-    tests again, as each other kind, on one thread as the trainer runs."""
+    tests again, as each other kind (the fused update compiled for its instruction sets), on one
+    thread as the trainer runs."""
     here = read_cpuinfo()
     if choosing_flags(here) == choosing_flags(recorded(kind)):
         pytest.skip(f"this machine chooses code as {kind} does: the suite itself is that run")
