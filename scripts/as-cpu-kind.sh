@@ -110,7 +110,10 @@ export TORCHINDUCTOR_CACHE_DIR=${TMPDIR:-/tmp}/torchinductor_$(id -un)_as_$(base
 
 # -march=native would compile for this CPU: the kind's instruction sets instead, as GCC options
 # (cpuinfo's name:GCC's). One this machine lacks is left out (sse4a as an AMD kind on an Intel
-# CPU): GCC emits it only when asked by name, and here it could not run.
+# CPU): GCC emits it only when asked by name, and here it could not run. Inside another
+# presentation /proc/cpuinfo is that kind's, so the machine's own flags are passed on.
+machine_flags=${AS_CPU_KIND_MACHINE_FLAGS:-$host_flags}
+export AS_CPU_KIND_MACHINE_FLAGS=$machine_flags
 instruction_sets=()
 for pair in pni:sse3 ssse3:ssse3 sse4_1:sse4.1 sse4_2:sse4.2 sse4a:sse4a popcnt:popcnt \
   pclmulqdq:pclmul aes:aes movbe:movbe xsave:xsave avx:avx f16c:f16c fma:fma abm:lzcnt bmi1:bmi \
@@ -120,7 +123,7 @@ for pair in pni:sse3 ssse3:ssse3 sse4_1:sse4.1 sse4_2:sse4.2 sse4a:sse4a popcnt:
   avx512_vpopcntdq:avx512vpopcntdq avx512_bf16:avx512bf16 avx512_fp16:avx512fp16 \
   avx_vnni:avxvnni gfni:gfni vaes:vaes vpclmulqdq:vpclmulqdq amx_tile:amx-tile \
   amx_bf16:amx-bf16 amx_int8:amx-int8; do
-  if has "${pair%%:*}" && [[ $host_flags == *" ${pair%%:*} "* ]]; then
+  if has "${pair%%:*}" && [[ $machine_flags == *" ${pair%%:*} "* ]]; then
     instruction_sets+=("-m${pair#*:}")
   fi
 done
