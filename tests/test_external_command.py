@@ -42,11 +42,18 @@ ARGS = {"total_timesteps": STEPS, "learning_starts": LEARNING_STARTS, "autotune"
 
 
 def wrapper(
-    run_dir: Path, script: Path, *, args: dict = ARGS, env: dict | None = None, threads: int = 1
+    run_dir: Path,
+    script: Path,
+    *,
+    args: dict = ARGS,
+    env: dict | None = None,
+    threads: int = 1,
+    python_options: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """python -m sacbench.run_command, as the pipeline's run_command rule calls it."""
+    """python -m sacbench.run_command, as the pipeline's run_command rule calls it (with
+    `python_options` for the wrapper's own interpreter)."""
     return subprocess.run(
-        [sys.executable, "-m", "sacbench.run_command", "--run-dir", str(run_dir),
+        [sys.executable, *python_options, "-m", "sacbench.run_command", "--run-dir", str(run_dir),
          "--env-id", "Pusher-v4", "--seed", "3", "--threads", str(threads),
          "--args-json", json.dumps(args), "--", sys.executable, str(script)],
         capture_output=True, text=True, timeout=300, env=os.environ | (env or {}),
@@ -119,8 +126,13 @@ def test_a_finished_command_records_its_last_logged_step_and_provenance(
 ):
     run_dir = tmp_path / "run"
     calls = tmp_path / "calls.txt"
-    done = wrapper(run_dir, script, threads=2, env={"FAKE_CLEANRL_INVOCATIONS": str(calls)})
+    environment = {"FAKE_CLEANRL_INVOCATIONS": str(calls)}
+    done = wrapper(run_dir, script, threads=2, env=environment, python_options=("-X", "importtime"))
     assert done.returncode == 0, done.stderr
+    # The wrapper itself (its command is another process) never loads torch: it would add about a
+    # second of CPU to every job's start. -X importtime lists what the wrapper imported.
+    assert re.search(r"\| +sacbench\.training\.run_records$", done.stderr, re.M), done.stderr
+    assert not re.search(r"\| +torch$", done.stderr, re.M)
     # Its output went to the wrapper's (the job's log).
     assert f"global_step={STEPS - 1}, episodic_return=" in done.stdout
     # It ran in the run dir, with the job's threads and the pipeline's flags.

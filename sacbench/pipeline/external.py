@@ -375,8 +375,8 @@ def execute(run: CommandRun, *, run_dir: Path, threads: int) -> int:
                 f"sacbench.run_command: warning: took {lock.path} over from {lock.taken_over_from}",
                 file=sys.stderr,
             )
-        # Imported here, not at the top: sacbench.training imports torch (about a second), which
-        # `python -m sacbench.status`, this module's other user, never needs.
+        # Imported here, not at the top: `python -m sacbench.status`, this module's other user,
+        # never needs it.
         from sacbench.training.run_records import remove_stray_temporaries
 
         remove_stray_temporaries(run_dir)

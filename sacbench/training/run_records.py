@@ -19,9 +19,7 @@ from typing import Any
 
 from sacbench.events import EventLogError, check_event_file_prefix
 from sacbench.tags import EVENT_FILE_MARKER
-from sacbench.training.checkpoint import load_state
 from sacbench.training.errors import RunDirError
-from sacbench.training.replay import chunk_problem
 
 METADATA_FILE = "metadata.json"
 PROGRESS_FILE = "progress.json"
@@ -148,6 +146,8 @@ def _event_files_problem(run_dir: Path, state: dict[str, Any]) -> str | None:
 
 def checkpoint_problem(run_dir: Path, state: dict[str, Any]) -> str | None:
     """Why the records `state` relies on are not intact (event files, buffer chunks), or None."""
+    from sacbench.training.replay import chunk_problem  # torch: see inspect()
+
     problem = _event_files_problem(run_dir, state)
     if problem is not None or state.get("finished"):
         return problem
@@ -160,6 +160,11 @@ def checkpoint_problem(run_dir: Path, state: dict[str, Any]) -> str | None:
 
 def inspect(run_dir: Path) -> Records:
     """Read and check every record a session relies on; change nothing."""
+    # Imported where a checkpoint is read: torch comes with it (about a second of a process's
+    # start), which the command wrapper (sacbench.pipeline.external) does not need for
+    # remove_stray_temporaries.
+    from sacbench.training.checkpoint import load_state
+
     check_record_kinds(run_dir)
     metadata, problem = read_metadata(run_dir / METADATA_FILE)
     records = Records(metadata=metadata, metadata_problem=problem)
