@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -16,14 +17,41 @@ import numpy as np
 import torch
 
 from sacbench.events import read_run_scalars
+from sacbench.provenance import cpu_model
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args
+from sacbench.sac.cpu_features import cpu_flags, read_cpuinfo
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.tags import SPS_TAG, STEADY_SPS_TAG
 from sacbench.training.envs import EnvError, env_spaces
 
 # With --cleanrl-checkout, train_sps compares the fast path with this script of the checkout.
 CLEANRL_SCRIPT = Path("cleanrl") / "sac_continuous_action.py"
+
+# The flags that tell the CPU kinds apart where code is chosen by them (AVX2 only, AVX-512,
+# AVX512-BF16, AMX-BF16), as .ci/run prints them.
+KIND_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+
+
+def cpu_kind(cpuinfo: str | None = None) -> str:
+    """This CPU as a figure should name it: its model name, family and model, core count and
+    the flags in KIND_FLAGS. A model name alone ("AMD EPYC Processor") does not tell the kinds
+    apart."""
+    cpuinfo = read_cpuinfo() if cpuinfo is None else cpuinfo
+
+    def field(name: str) -> str | None:
+        found = re.search(rf"^{name}\s*:\s*(.*)$", cpuinfo, re.M)
+        return found.group(1).strip() if found else None
+
+    flags = cpu_flags(cpuinfo)
+    marks = ", ".join(f"{flag} {'yes' if flag in flags else 'no'}" for flag in KIND_FLAGS)
+    if not flags:
+        marks = "its flags unknown (no /proc/cpuinfo flags)"
+    return (
+        f"CPU: {field('model name') or cpu_model()}, family {field('cpu family') or '?'} model "
+        f"{field('model') or '?'}, {os.cpu_count()} CPUs; {marks}"
+    )
+
 
 # ---- trainer processes ---------------------------------------------------------------------------
 

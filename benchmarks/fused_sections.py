@@ -44,6 +44,7 @@ from benchmarks.common import (
     GEMM_OPS,
     LEARNING_STARTS,
     alternating_rounds,
+    cpu_kind,
     gemm_flops,
     random_batches,
     refuse_bad_counts_and_env,
@@ -224,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         print("float32 products' library: aten (oneDNN's matmul does not run on this CPU)")
     print(f"torch {torch.__version__}; load average {os.getloadavg()[0]:.2f} on "
           f"{os.cpu_count()} CPUs")  # fmt: skip
+    print(cpu_kind())
     return 0
 
 

@@ -72,12 +72,13 @@ from benchmarks.common import (
     FAST_BASELINE,
     check_budget,
     cleanrl_environment,
+    cpu_kind,
     finish_trainer,
     shared_window_rates,
     start_trainer,
     steady_windows,
 )
-from sacbench.provenance import cpu_model, gpu_model
+from sacbench.provenance import gpu_model
 from sacbench.training.envs import EnvError, env_spaces
 from sacbench.training.replay import ReplayBuffer
 
@@ -488,11 +489,12 @@ def shared_table(results: dict[str, list[SharedResult]]) -> str:
 
 def shared_footnote(options: argparse.Namespace, *, loads: tuple[float, float]) -> str:
     device = options.shared_device
-    name = gpu_model("cuda") if device == "cuda" else f"{cpu_model()}, {os.cpu_count()} CPUs"
+    name = gpu_model("cuda") if device == "cuda" else f"{os.cpu_count()} CPUs, named below"
     flags = " ".join(shared_trainer_flags(options))
     lines = [
         f"device: {device} ({name}); load average before/after {loads[0]:.2f}/{loads[1]:.2f}"
         + ("; every trainer pinned to one CPU" if options.one_core else ""),
+        cpu_kind(),
         f"{options.total_timesteps} steps, learning_starts {options.learning_starts}, buffer "
         f"{options.buffer_size}; each run: python -m sacbench.train --threads 1 --update-path "
         f"fast {flags} --seed <1..N>",
@@ -610,6 +612,7 @@ def main(argv: list[str] | None = None) -> int:
         f"; load average before/after "
         f"{load_before[0]:.2f}/{load_after[0]:.2f} on {os.cpu_count()} CPUs"
     )
+    print(cpu_kind())
     print("\nReplay buffer memory (preallocated; pages are touched as rows are written):")
     print(
         tabulate(

@@ -26,7 +26,7 @@ from benchmarks import (
     process_exit,
     train_sps,
 )
-from benchmarks.common import shared_window_rates
+from benchmarks.common import cpu_kind, shared_window_rates
 from sacbench.sac.args import Args, validate_args
 from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
 from sacbench.sac.fused import float32_products_library
@@ -90,6 +90,7 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
         assert f"| {section} " in out, out
     assert re.search(r"256\^3 products in place: \d+-\d+ µs per call", out), out
     assert "--precision fp32" in out and "a lone fp32 256^3 matmul" in out, out
+    assert cpu_kind() in out.splitlines(), out  # every figure names the CPU kind it came from
     # The products the C++ calls, counted by the profiler, are the eager hand-written update's.
     counted = re.search(r"the update's products: ([\d.]+) MFLOP, ([\d.]+) ms in place", out)
     assert counted is not None, out
@@ -151,6 +152,7 @@ def test_train_sps_times_cleanrls_script_beside_the_fast_path(tmp_path, monkeypa
                            "--extra", "--batch-size", "64"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert re.search(r"\|\s+steady SPS\s+\|\s+x cleanrl\s+\|", out), out
+    assert cpu_kind() in out.splitlines(), out
     rows = {cells[1]: cells for cells in hopper_rows(out).values()}  # keyed by the side
     cleanrl = rows["CleanRL's sac_continuous_action.py (commit unknown)"]
     fast = rows["fast --batch-size 64"]
@@ -307,6 +309,18 @@ def test_train_sps_runs_one_then_two_trainers_at_once_on_the_cpu(capsys):
                         r"([\d.]+), ([\d.]+); ", out, flags=re.MULTILINE)  # fmt: skip
     assert per_run and sorted(map(float, per_run.groups())) == [low, high], out
     assert "device: cpu (" in out and "aggregate SPS: the sum of the N per-run SPS" in out
+    assert cpu_kind() in out.splitlines(), out
+
+
+def test_the_cpu_line_tells_the_recorded_kinds_apart():
+    """Two kinds can share a model name ("AMD EPYC", "Intel(R) Xeon(R) Processor"): the line
+    that benchmarks print beside their figures names the family, the model and the flags."""
+    recorded = Path(__file__).parent / "cpuinfo"
+    lines = {path.stem: cpu_kind(path.read_text()) for path in sorted(recorded.glob("*.txt"))}
+    assert len(set(lines.values())) == len(lines) == 5, lines
+    assert "family 25 model 17" in lines["zen4"] and "avx512_bf16 yes" in lines["zen4"]
+    assert "avx2 yes, avx512f no" in lines["zen3"] and "amx_bf16 yes" in lines["intel-xeon-amx"]
+    assert "flags unknown" in cpu_kind("")
 
 
 def test_one_core_pins_every_trainer_to_one_allowed_cpu(tmp_path):
