@@ -28,9 +28,9 @@ from sacbench.training.envs import EnvError, env_spaces
 # With --cleanrl-checkout, train_sps compares the fast path with this script of the checkout.
 CLEANRL_SCRIPT = Path("cleanrl") / "sac_continuous_action.py"
 
-# The flags that tell the CPU kinds apart where code is chosen by them (AVX2 only, AVX-512,
-# AVX512-BF16, AMX-BF16), as .ci/run prints them.
-KIND_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16")
+# The flags that tell the CPU kinds apart where code is chosen by them (AVX2 only, AVX-512 with
+# the BW that oneDNN's matmul needs, AVX512-BF16, AMX-BF16), as .ci/run prints them.
+KIND_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512_bf16", "amx_bf16")
 
 
 def cpu_kind(cpuinfo: str | None = None) -> str:
