@@ -27,6 +27,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from benchmarks.common import cpu_kind
+
 THIS_TREE = Path(__file__).resolve().parents[1]
 ENV_ID = "Hopper-v4"
 # Run as `python -c PRELUDE ARGS...`: MODULE's `__main__` with ARGS, as `python -m MODULE ARGS`
@@ -180,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                 for side in SIDES
             )
             print(f"{name}: {sides}; ratio {medians['no freeze'] / medians['as shipped']:.2f}")
+    print(cpu_kind())
     return 0
 
 

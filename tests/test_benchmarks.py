@@ -457,6 +457,7 @@ def test_process_exit_times_snakemake_with_and_without_the_workflows_freeze(caps
         out,
         flags=re.MULTILINE,
     ), out
+    assert cpu_kind() in out.splitlines(), out
 
 
 def test_process_exit_stops_at_a_command_that_does_not_freeze(tmp_path):
