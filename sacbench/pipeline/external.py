@@ -51,6 +51,7 @@ from sacbench.atomic import write_json_atomically
 from sacbench.events import PREVIOUS_ATTEMPTS_DIR, EventLogError, read_run_scalars
 from sacbench.provenance import cpu_model, utc_now
 from sacbench.run_lock import LOCK_FILE_NAME, RunDirLock, RunDirLockError
+from sacbench.training.run_records import remove_stray_temporaries
 
 METADATA_FILE = "metadata.json"
 COMPLETE_FILE = "complete.json"
@@ -375,10 +376,6 @@ def execute(run: CommandRun, *, run_dir: Path, threads: int) -> int:
                 f"sacbench.run_command: warning: took {lock.path} over from {lock.taken_over_from}",
                 file=sys.stderr,
             )
-        # Imported here, not at the top: `python -m sacbench.status`, this module's other user,
-        # never needs it.
-        from sacbench.training.run_records import remove_stray_temporaries
-
         remove_stray_temporaries(run_dir)
         return _execute_locked(run, run_dir=run_dir, threads=threads, lock=lock)
 

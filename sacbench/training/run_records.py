@@ -161,8 +161,8 @@ def checkpoint_problem(run_dir: Path, state: dict[str, Any]) -> str | None:
 def inspect(run_dir: Path) -> Records:
     """Read and check every record a session relies on; change nothing."""
     # Imported where a checkpoint is read: torch comes with it (about a second of a process's
-    # start), which the command wrapper (sacbench.pipeline.external) does not need for
-    # remove_stray_temporaries.
+    # start), which the command wrapper and `python -m sacbench.status` (through
+    # sacbench.pipeline.external) never need.
     from sacbench.training.checkpoint import load_state
 
     check_record_kinds(run_dir)
