@@ -1,11 +1,12 @@
 """Where the fused update's time goes (--fused-update), timed in place, without a profiler.
 
 torch.profiler inflates the elementwise work it records several times over (docs/performance.md),
-so this builds fused_update.cpp a second time with -DSACBENCH_SECTION_TIMES, beside the trainer's
-build: each section of the update (every matrix product, every fused elementwise pass, the Adam
-steps, the target update, the draws) then adds its wall time and call count to a table. Two
-learners from the same seed, one on each build, run CleanRL's schedule (policy_frequency 2,
-batch 256, one thread) on random batches in alternating rounds; the script prints
+so the trainer's own build of fused_update.cpp times itself: while its section timing is on
+(set_section_times), each section of the update (every matrix product, every fused elementwise
+pass, the Adam steps, the target update, the draws) adds its wall time and call count to a
+table. Two learners from the same seed, one with the timing on and one with it off, run
+CleanRL's schedule (policy_frequency 2, batch 256, one thread) on random batches in alternating
+rounds; the script prints
 - per section: ms per update, calls per update, µs per call, share of the update's wall time;
 - the totals per kind (product, pass, optimizer, other) and what no section covers: the Python
   around the call and the C++ between sections (row gathers, TD targets, allocations);
@@ -14,7 +15,7 @@ batch 256, one thread) on random batches in alternating rounds; the script print
 - the update's product work, counted by torch.profiler from the ATen products the C++ calls (two
   more updates of the plain build; only their shapes are used), its rate in place, and what the
   products and the update would take at the lone matmul's rate;
-- both builds' ms per update, so the timers' own cost shows;
+- both learners' ms per update, so the timers' own cost shows;
 - where oneDNN's matmul runs, the plain build's ms per update with each library of float32
   products (ATen's, i.e. MKL's, and oneDNN's) in alternating rounds, and their ratio: the
   figure behind fused.float32_products_library's choice on this CPU.
@@ -160,23 +161,28 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     spaces = env_spaces(options.env)
     shapes = {"obs_dim": spaces.observation_size, "action_dim": spaces.action_size}
-    timed_build = fused_update_extension(section_times=True)
+    build = fused_update_extension()
     bf16 = options.precision == "bf16"
     plain, timed = (
         fused_learner(build, batch_size=options.batch_size, bf16_products=bf16, **shapes)
-        for build in (fused_update_extension(), timed_build)
+        for _ in range(2)
     )
     batches = random_batches(batch_size=options.batch_size, **shapes)
+
+    def run(learner: FastLearner, span: range) -> None:
+        build.set_section_times(learner is timed)
+        run_updates(learner, batches, span)
+
     first = LEARNING_STARTS + 2  # an even step: each round starts with actor updates
     for learner in (plain, timed):
-        run_updates(learner, batches, range(first, first + options.warmup))
-    timed_build.reset_section_times()
+        run(learner, range(first, first + options.warmup))
+    build.reset_section_times()
     steps = range(first, first + options.updates)
     plain_ms, timed_ms = alternating_rounds(
-        plain, timed, steps=steps, rounds=options.rounds, run=lambda learner, span: run_updates(
-            learner, batches, span)
-    )  # fmt: skip
-    table = timed_build.section_times()
+        plain, timed, steps=steps, rounds=options.rounds, run=run
+    )
+    build.set_section_times(False)
+    table = build.section_times()
     updates = options.updates * options.rounds
     update_ms = sum(timed_ms) / len(timed_ms)  # the mean: the sections' totals are sums too
     cube_us = [seconds / calls * 1e6 for name, (seconds, calls) in table.items() if CUBE in name]
@@ -184,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{options.env} shapes (obs {shapes['obs_dim']}, act {shapes['action_dim']}), batch "
           f"{options.batch_size}, 1 thread, --fused-update (one call per training step), "
           f"--precision {options.precision}, float32 products through "
-          f"{timed_build.float32_products()}, {options.rounds} rounds of {options.updates} "
+          f"{build.float32_products()}, {options.rounds} rounds of {options.updates} "
           "updates")  # fmt: skip
     print(tabulate(section_rows(table, updates=updates, update_ms=update_ms),
                    headers=["section", "ms / update", "calls / update", "µs / call", "share"],
@@ -209,8 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         f"GFLOP/s {at_lone_ms:.2f} ms, and the update {update_ms - product_ms + at_lone_ms:.2f} ms"
     )
     print(
-        f"ms per update, medians of {options.rounds} alternating rounds: plain build "
-        f"{statistics.median(plain_ms):.2f}, timed build {statistics.median(timed_ms):.2f}"
+        f"ms per update, medians of {options.rounds} alternating rounds: sections untimed "
+        f"{statistics.median(plain_ms):.2f}, timed {statistics.median(timed_ms):.2f}"
     )
     if onednn_matmul_missing(cpu_flags(read_cpuinfo())) is None:
         library_ms = library_rounds(plain.formulation.extension, batches, shapes, options)
@@ -232,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
 def library_rounds(
     extension: object, batches: list, shapes: dict[str, int], options: argparse.Namespace
 ) -> dict[str, list[float]]:
-    """ms per update of two learners from one seed on the plain build, one multiplying its
+    """ms per update of two learners from one seed, sections untimed, one multiplying its
     float32 products through each library, in alternating rounds."""
     bf16 = options.precision == "bf16"
     learners = {

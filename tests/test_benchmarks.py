@@ -70,8 +70,9 @@ def hopper_rows(output: str) -> dict[str, list[str]]:
 
 
 def test_fused_sections_accounts_for_the_update_in_place(capsys):
-    """The section-timed build's table: every kind present, the sections' total within the
-    update's wall time (the remainder is what no section covers), each 256^3 product named."""
+    """The timed learner's table: every kind present, the sections' total within the update's
+    wall time (the remainder is what no section covers), each 256^3 product named, and only the
+    timed learner's updates counted (the untimed one shares the build)."""
     assert fused_sections.main(["--env", "Hopper-v4", "--batch-size", "256", "--rounds", "2",
                                 "--updates", "4", "--warmup", "2"]) == 0  # fmt: skip
     out = capsys.readouterr().out
@@ -88,6 +89,9 @@ def test_fused_sections_accounts_for_the_update_in_place(capsys):
     for section in ("product: critic layer 2 (256^3)", "optimizer: Adam steps",
                     "pass: squashed sample + log-probability"):  # fmt: skip
         assert f"| {section} " in out, out
+    # 3 Adam sections per update (the critics' each step, the actor's and alpha's twice every
+    # other step): the untimed learner's would double it.
+    assert re.search(r"\| optimizer: Adam steps +\| +[\d.]+ \| +3\.000 \|", out), out
     assert re.search(r"256\^3 products in place: \d+-\d+ µs per call", out), out
     assert "--precision fp32" in out and "a lone fp32 256^3 matmul" in out, out
     assert cpu_kind() in out.splitlines(), out  # every figure names the CPU kind it came from

@@ -414,6 +414,30 @@ def test_the_cpp_refuses_strided_or_double_tensors_naming_them(fused):
                             -5.0, 3.5, False)  # fmt: skip
 
 
+def test_sections_are_timed_only_while_the_switch_is_on_and_the_updates_are_the_same(fused):
+    """benchmarks/fused_sections.py times the trainer's own build: off (the trainer's state) its
+    sections record nothing, on they record every update's sections, and either way the update
+    computes the same values."""
+    extension = fused.extension
+    metrics = []
+    extension.reset_section_times()
+    try:
+        for timing in (False, True):
+            extension.set_section_times(timing)
+            learner = fused_learner(autotune=True, fused=fused)
+            metrics.append(fused_updates(learner, range(100, 104), policy_frequency=2))
+            table = extension.section_times()
+            if not timing:
+                assert table == {}
+    finally:
+        extension.set_section_times(False)
+        extension.reset_section_times()
+    # The critics' each step; the actor's and alpha's together at each of 2 x 2 actor updates.
+    assert table["optimizer: Adam steps"][1] == 4 + 2 * 2
+    assert all(seconds > 0 for seconds, _ in table.values()), table
+    assert_same_updates(metrics[1], metrics[0])
+
+
 def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
     """torch rebuilds a named build whenever its source's path or text changes: two checkouts
     sharing one name would rebuild each other's for a minute at every switch."""
@@ -425,9 +449,6 @@ def test_each_checkout_and_source_version_gets_its_own_build(tmp_path):
     assert build_name(SOURCE, flags) == name
     assert build_name(other_checkout, flags) != name  # the same text elsewhere
     assert build_name(SOURCE, ["-O2"]) != name
-    assert build_name(SOURCE, flags, section_times=True).startswith(
-        "sacbench_fused_update_sections"
-    )
     before_edit = build_name(other_checkout, flags)
     other_checkout.write_bytes(SOURCE.read_bytes() + b"// edited\n")
     assert build_name(other_checkout, flags) != before_edit

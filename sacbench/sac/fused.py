@@ -166,7 +166,7 @@ def cpu_signature() -> str:
     return hashlib.sha256(described.encode()).hexdigest()[:12]
 
 
-def compiler_flags(*, section_times: bool = False) -> list[str]:
+def compiler_flags() -> list[str]:
     """fused_update.cpp's flags. -fno-trapping-math lets GCC vectorize the loops that select
     between computed values (a ReLU mask after a multiply); it changes no result, only whether a
     floating-point exception could trap, and none is enabled. Where torch's own kernels run AVX2
@@ -175,7 +175,7 @@ def compiler_flags(*, section_times: bool = False) -> list[str]:
     flags = ["-O3", "-march=native", "-fno-trapping-math"]
     if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
         flags += ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
-    return flags + (["-DSACBENCH_SECTION_TIMES"] if section_times else [])
+    return flags
 
 
 def compiled_against() -> tuple[str, str]:
@@ -190,7 +190,6 @@ def build_name(
     source: Path,
     flags: list[str],
     *,
-    section_times: bool = False,
     against: tuple[str, ...] | None = None,
 ) -> str:
     """The build's name: the CPU kind, and a digest of the source's path and text, the flags and
@@ -205,8 +204,7 @@ def build_name(
     built_from = str(source).encode() + b"\0" + source.read_bytes() + " ".join(flags).encode()
     built_from += b"\0" + built_for
     digest = hashlib.sha256(built_from).hexdigest()[:8]
-    kind = "_sections" if section_times else ""
-    return f"sacbench_fused_update{kind}_{cpu_signature()}_{digest}"
+    return f"sacbench_fused_update_{cpu_signature()}_{digest}"
 
 
 def kept_mkl_code_path(
@@ -348,12 +346,10 @@ def loaded_before(directory: Path, name: str) -> Any | None:
 
 
 @functools.cache
-def fused_update_extension(*, section_times: bool = False) -> Any:
-    """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not. With
-    `section_times`, a separate build that also times each of its sections in place
-    (benchmarks/fused_sections.py reads them)."""
-    flags = compiler_flags(section_times=section_times)
-    name = build_name(SOURCE, flags, section_times=section_times)
+def fused_update_extension() -> Any:
+    """fused_update.cpp compiled for this CPU, or FusedUpdateUnavailable saying why not."""
+    flags = compiler_flags()
+    name = build_name(SOURCE, flags)
     directory = build_directory(name)
     # A refused $SACBENCH_FLOAT32_PRODUCTS or $SACBENCH_ADAM_SUBNORMALS stops here.
     library = float32_products_library(mkl_report=functools.partial(kept_mkl_code_path, directory))

@@ -40,16 +40,13 @@
 #include <torch/csrc/utils/pybind.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <map>
 #include <string>
 #include <type_traits>
-#include <vector>
-
-#ifdef SACBENCH_SECTION_TIMES
-#include <chrono>
-#include <map>
 #include <utility>
-#endif
+#include <vector>
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
@@ -67,16 +64,24 @@ namespace {
 
 using at::Tensor;
 
-// Where the update's time goes, measured in place (benchmarks/fused_sections.py): built with
-// -DSACBENCH_SECTION_TIMES, every section below adds its wall time and call count to a table;
-// built without, `timed` is the call itself and Section is empty, so nothing is measured.
-#ifdef SACBENCH_SECTION_TIMES
+// Where the update's time goes, measured in place (benchmarks/fused_sections.py): while
+// `timing_sections` is set (set_section_times), every section below adds its wall time and call
+// count to a table. A switch, not a second build: the benchmark's build is the trainer's, and
+// unset it costs a section one test of a flag.
+bool timing_sections = false;
 std::map<std::string, std::pair<double, int64_t>> section_table;
 
 class Section {
  public:
-  explicit Section(const char* name) : name_(name), start_(std::chrono::steady_clock::now()) {}
+  explicit Section(const char* name) : name_(timing_sections ? name : nullptr) {
+    if (name_ != nullptr) {
+      start_ = std::chrono::steady_clock::now();
+    }
+  }
   ~Section() {
+    if (name_ == nullptr) {
+      return;
+    }
     const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start_;
     auto& entry = section_table[name_];
     entry.first += seconds.count();
@@ -89,11 +94,6 @@ class Section {
   const char* name_;
   std::chrono::steady_clock::time_point start_;
 };
-#else
-struct Section {
-  explicit Section(const char*) {}
-};
-#endif
 
 // Which library multiplies the float32 products. ATen's float32 products on x86 are MKL's, and MKL
 // runs its AVX-512 kernels on Intel CPUs only: on AMD Zen 5, whose cores execute 512-bit FMAs at
@@ -911,11 +911,10 @@ std::string float32_products() { return onednn_float32_products ? "onednn" : "at
 void set_adam_subnormals_as_zero(bool enabled) { adam_subnormals_as_zero = enabled; }
 bool adam_subnormals_are_zero() { return adam_subnormals_as_zero; }
 
-#ifdef SACBENCH_SECTION_TIMES
-// {section: (seconds, calls)} since the last reset (benchmarks/fused_sections.py).
+void set_section_times(bool enabled) { timing_sections = enabled; }
+// {section: (seconds, calls)} timed since the last reset (benchmarks/fused_sections.py).
 std::map<std::string, std::pair<double, int64_t>> section_times() { return section_table; }
 void reset_section_times() { section_table.clear(); }
-#endif
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("act", &act, "the policy's actions: its forward pass and one squashed sample");
@@ -927,8 +926,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
              "whether the Adam steps treat subnormal floats as zero");
   module.def("adam_subnormals_are_zero", &adam_subnormals_are_zero,
              "what set_adam_subnormals_as_zero set");
-#ifdef SACBENCH_SECTION_TIMES
+  module.def("set_section_times", &set_section_times,
+             "whether each section adds its wall time and call count to the section table");
   module.def("section_times", &section_times, "{section: (seconds, calls)} since the reset");
   module.def("reset_section_times", &reset_section_times, "empties the section table");
-#endif
 }
