@@ -66,8 +66,8 @@ using at::Tensor;
 
 // Where the update's time goes, measured in place (benchmarks/fused_sections.py): while
 // `timing_sections` is set (set_section_times), every section below adds its wall time and call
-// count to a table. A switch, not a second build: the benchmark's build is the trainer's, and
-// unset it costs a section one test of a flag.
+// count to a table. A switch rather than a second build, so that the benchmark times the
+// trainer's own build and compiles nothing more; while it is unset, a section costs one test.
 bool timing_sections = false;
 std::map<std::string, std::pair<double, int64_t>> section_table;
 
