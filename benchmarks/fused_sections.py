@@ -13,10 +13,10 @@ rounds; the script prints
 - the 256^3 products' time per call in place against a lone 256x256x256 matmul on warm operands,
   timed in the same run: what the surroundings (operands fetched from L3 or memory) cost them;
 - the update's product work, counted by torch.profiler from the ATen products the C++ calls (two
-  more updates of the plain build; only their shapes are used), its rate in place, and what the
+  more updates, sections untimed; only their shapes are used), its rate in place, and what the
   products and the update would take at the lone matmul's rate;
 - both learners' ms per update, so the timers' own cost shows;
-- where oneDNN's matmul runs, the plain build's ms per update with each library of float32
+- where oneDNN's matmul runs, the untimed ms per update with each library of float32
   products (ATen's, i.e. MKL's, and oneDNN's) in alternating rounds, and their ratio: the
   figure behind fused.float32_products_library's choice on this CPU.
 
