@@ -22,6 +22,7 @@ import torch
 from sacbench.sac.cpu_features import (
     cpu_flags,
     has_native_bf16,
+    mkl_avx2_kernels_apply,
     mkl_runs_avx512,
     onednn_matmul_missing,
     read_cpuinfo,
@@ -30,15 +31,17 @@ from sacbench.sac.fused import (
     FLOAT32_PRODUCTS_VARIABLE,
     float32_products_library,
     kept_mkl_code_path,
+    mkl_avx2_kernels_wanted,
 )
 from sacbench.sac.mixed_precision import native_bf16_products
 from tests.workflow_copies import REPO
 
 CPUINFO = Path(__file__).parent / "cpuinfo"
 
-# MKL's report of its code path (the first line of its verbose mode). The Intel kinds' are
-# recorded (tests/cpuinfo/*.mkl); the AMD kinds' follows MKL's wording for the code path it runs
-# there: its AVX2 kernels on AMD's CPUs (docs/performance.md).
+# MKL's report of its code path (the first line of its verbose mode), as MKL chooses it itself.
+# The Intel kinds' and Zen 3's are recorded (tests/cpuinfo/*.mkl): on Zen 3 MKL runs its generic
+# x86 path, its AVX2 kernels being for Intel's CPUs. Zen 4's and Zen 5's are taken as MKL's AVX2
+# wording: like the generic one, it names no AVX-512 kernels, which is all the choice reads.
 MKL_AVX2 = (
     "MKL_VERBOSE oneMKL 2024.0 Update 2 Product build 20240605 for Intel(R) 64 architecture "
     "Intel(R) Advanced Vector Extensions 2 (Intel(R) AVX2) enabled processors, Lnx 2.45GHz lp64 "
@@ -54,7 +57,7 @@ MKL_INTEL_AMX = recorded_mkl_report("intel-xeon-amx")
 
 # kind: (MKL's report, the float32 products' library by default, bfloat16 products in hardware)
 EXPECTED = {
-    "zen3": (MKL_AVX2, "aten", False),  # AVX2 only: oneDNN's matmul does not run
+    "zen3": (recorded_mkl_report("zen3"), "aten", False),  # AVX2 only: oneDNN's matmul does not run
     "zen4": (MKL_AVX2, "onednn", True),  # AVX-512 at 256-bit width, AVX512-BF16
     "zen5": (MKL_AVX2, "onednn", True),  # AVX-512 at full width, AVX512-BF16
     # AVX-512, AMX-BF16; MKL runs AVX-512 and AMX
@@ -90,6 +93,20 @@ def test_each_cpu_kind_chooses_by_its_flags_and_mkls_code_path(kind: str):
     assert native_bf16_products(torch.device("cpu"), cpuinfo=CPUINFO / f"{kind}.txt") == (
         native_bf16
     )
+
+
+# The kinds on which the fused update tells MKL the CPU is Intel's, so that MKL runs its AVX2
+# kernels: the AVX2-only ones, whose every float32 product is MKL's.
+MKL_TOLD_INTEL = {"zen3"}
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+def test_mkls_avx2_kernels_are_chosen_by_the_cpus_flags(kind: str):
+    flags = cpu_flags(recorded(kind))
+    assert mkl_avx2_kernels_apply(flags) == (kind in MKL_TOLD_INTEL)
+    assert mkl_avx2_kernels_wanted(cpuinfo=recorded(kind), environ={}) == (kind in MKL_TOLD_INTEL)
+    # Without one of the AVX2 code path's instruction sets, MKL keeps its own choice.
+    assert not mkl_avx2_kernels_apply(flags - {"fma"})
 
 
 def test_mkls_report_is_read_for_its_avx512_kernels():

@@ -29,7 +29,12 @@ import torch
 from sacbench.run_lock import LOCK_FILE_NAME
 from sacbench.sac.algorithm import Batch, update_schedule
 from sacbench.sac.args import Args, validate_args
-from sacbench.sac.cpu_features import cpu_flags, onednn_matmul_missing, read_cpuinfo
+from sacbench.sac.cpu_features import (
+    cpu_flags,
+    mkl_avx2_kernels_apply,
+    onednn_matmul_missing,
+    read_cpuinfo,
+)
 from sacbench.sac.fast_learner import FastLearner
 from sacbench.sac.fused import (
     ADAM_SUBNORMALS_VARIABLE,
@@ -37,6 +42,7 @@ from sacbench.sac.fused import (
     FLOAT32_PRODUCTS_LIBRARIES,
     FLOAT32_PRODUCTS_VARIABLE,
     LOADED_RECORD,
+    MKL_KERNELS_VARIABLE,
     SOURCE,
     TORCH_BATON,
     FusedFormulation,
@@ -48,6 +54,8 @@ from sacbench.sac.fused import (
     exclusive_build,
     float32_products_library,
     float32_products_through,
+    mkl_avx2_kernels_answered,
+    mkl_avx2_kernels_wanted,
     ninja_on_path,
 )
 from sacbench.sac.handwritten import HandwrittenFormulation
@@ -495,6 +503,8 @@ def test_the_fused_update_trains_a_real_run_by_default_and_is_a_session_setting(
     library = float32_products_library()
     fused_record = {"path": "fast", "gradients": "fused", "float32_products_library": library,
                     "bf16_products": False}  # fmt: skip
+    if mkl_avx2_kernels_answered(fused.extension):  # this process's MKL was told "Intel"
+        fused_record["mkl_kernels"] = "avx2"
     assert recorded_updates(run_dir) == [fused_record, fused_record]
     losses = dict(read_scalars(run_dir)["losses/qf_loss"])
     assert min(losses) <= 1100 and all(np.isfinite(value) for value in losses.values()), losses
@@ -745,6 +755,7 @@ def test_onednn_products_on_a_cpu_that_cannot_run_them_stop_the_trainer_before_i
     [
         (FLOAT32_PRODUCTS_VARIABLE, "mkl", "aten, onednn"),
         (ADAM_SUBNORMALS_VARIABLE, "flush", "zero, keep"),
+        (MKL_KERNELS_VARIABLE, "fast", "avx2, own"),
     ],
 )
 def test_an_unknown_fused_update_setting_stops_the_trainer_before_its_run_dir(
@@ -817,3 +828,66 @@ def test_the_adam_subnormals_setting_is_read_from_the_environment():
     assert adam_subnormals_as_zero(environ={})
     assert adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "zero"})
     assert not adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "keep"})
+
+
+RECORDED_CPUINFO = Path(__file__).parent / "cpuinfo"  # every CPU kind's (tests/cpuinfo/README.md)
+
+# A fresh process that loads the trainer's build as the trainer does (fused_update_extension),
+# then prints what MKL says of its code path, whether it was told "Intel", and how many call slots
+# of libtorch_cpu lead to that answer.
+MKL_KERNELS_PROBE = """
+import json
+from sacbench.sac.cpu_features import mkl_code_path
+from sacbench.sac.fused import fused_update_extension, mkl_avx2_kernels_answered
+extension = fused_update_extension()
+print(json.dumps({"report": mkl_code_path(), "answered": mkl_avx2_kernels_answered(extension)}))
+"""
+
+
+def mkl_kernels_in_a_fresh_trainer_process(environ: dict[str, str]) -> dict:
+    completed = subprocess.run(
+        [sys.executable, "-c", MKL_KERNELS_PROBE], env=environ, capture_output=True, text=True
+    )
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.splitlines()[-1])
+
+
+def test_mkl_runs_its_avx2_kernels_where_the_cpus_flags_call_for_them(fused):
+    """Where mkl_avx2_kernels_apply holds for this CPU's flags (AVX2-only CPUs: Zen 3), the fused
+    update tells MKL the CPU is Intel's before MKL's first product, and MKL then reports its AVX2
+    code path; elsewhere, and with $SACBENCH_MKL_KERNELS=own, MKL is told nothing."""
+    environ = {key: value for key, value in os.environ.items() if not key.startswith("MKL_")}
+    environ.pop(MKL_KERNELS_VARIABLE, None)
+    applies = mkl_avx2_kernels_apply(cpu_flags(read_cpuinfo()))
+    default = mkl_kernels_in_a_fresh_trainer_process(environ)
+    assert default["answered"] == applies, default
+    if applies:
+        assert "Intel(R) AVX2) enabled processors" in default["report"], default
+    own = mkl_kernels_in_a_fresh_trainer_process({**environ, MKL_KERNELS_VARIABLE: "own"})
+    assert own["answered"] is False, own
+
+
+def test_the_vendor_answer_reaches_both_of_mkls_checks_in_libtorch(fused):
+    """Both call slots are found in this torch's libtorch_cpu (a torch whose MKL asks otherwise
+    would find fewer and fail here, not silently in training); in a child process, since the
+    answer holds for the rest of the process that gives it."""
+    probe = (
+        "from sacbench.sac.fused import FusedFormulation; "
+        "print(FusedFormulation.build().extension.answer_mkl_vendor_checks())"
+    )
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split()[-1] == "2", completed.stdout
+
+
+def test_mkls_kernels_can_be_chosen_where_the_cpu_allows():
+    """$SACBENCH_MKL_KERNELS=own leaves MKL to its own choice everywhere; =avx2 runs its AVX2
+    kernels where the flags call for them, and elsewhere is refused, saying why."""
+    assert mkl_avx2_kernels_wanted(environ={MKL_KERNELS_VARIABLE: "own"}) is False
+    zen3, zen4 = ((RECORDED_CPUINFO / f"{kind}.txt").read_text() for kind in ("zen3", "zen4"))
+    assert mkl_avx2_kernels_wanted(cpuinfo=zen3, environ={MKL_KERNELS_VARIABLE: "avx2"})
+    with pytest.raises(ValueError, match="does not call for MKL's AVX2 kernels \\(oneDNN's matmul"):
+        mkl_avx2_kernels_wanted(cpuinfo=zen4, environ={MKL_KERNELS_VARIABLE: "avx2"})
+    without_fma = zen3.replace(" fma ", " ")
+    with pytest.raises(ValueError, match="its flags lack fma\\); unset it or set it to 'own'"):
+        mkl_avx2_kernels_wanted(cpuinfo=without_fma, environ={MKL_KERNELS_VARIABLE: "avx2"})

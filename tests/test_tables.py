@@ -672,3 +672,8 @@ def test_the_update_row_names_each_sessions_update_once_in_order() -> None:
         "(float32 products: aten; the fused update did not build)"
     )
     assert _update_of(run({"sessions": [{"exit_status": "completed"}]})) is None
+    told_intel = {"path": "fast", "gradients": "fused", "float32_products_library": "aten",
+                  "bf16_products": False, "mkl_kernels": "avx2"}  # fmt: skip
+    assert _update_of(run({"sessions": [{"update": told_intel}]})) == (
+        "fast, fused C++ (float32 products: aten, MKL's AVX2 kernels)"
+    )

@@ -75,6 +75,8 @@ def _one_update_text(record: dict[str, Any]) -> str:
     name = FORMULATION_NAMES.get(str(gradients), str(gradients))
     ran = f"fast, {name}" if record.get("path") == "fast" else str(record.get("path"))
     products = f"float32 products: {record.get('float32_products_library')}"
+    if record.get("mkl_kernels") == "avx2":
+        products += ", MKL's AVX2 kernels"
     if record.get("bf16_products"):
         products = f"bf16 products, {products}"
     unbuilt = "; the fused update did not build" if record.get("fused_update_unavailable") else ""

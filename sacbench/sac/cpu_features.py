@@ -61,6 +61,20 @@ def onednn_matmul_missing(flags: frozenset[str]) -> str | None:
     return first + "".join(f" (or {other})" for other in others)
 
 
+# The instruction sets of MKL's AVX2 code path (Intel's Haswell and later). MKL runs it on Intel's
+# CPUs only; on another vendor's it runs its generic x86 code path, unless told the CPU is Intel's
+# (sacbench.sac.fused, answer_mkl_vendor_checks in fused_update.cpp).
+MKL_AVX2_FLAGS = frozenset({"avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"})
+
+
+def mkl_avx2_kernels_apply(flags: frozenset[str]) -> bool:
+    """Whether the fused update has MKL run its AVX2 kernels whatever the CPU's vendor: where the
+    CPU has their instruction sets and oneDNN's matmul cannot run, so that MKL multiplies every
+    float32 product (AVX2-only CPUs, e.g. AMD's Zen 3). On AVX-512 CPUs the products are oneDNN's
+    or MKL's own AVX-512 ones (sacbench.sac.fused.float32_products_library)."""
+    return flags >= MKL_AVX2_FLAGS and onednn_matmul_missing(flags) is not None
+
+
 # How MKL's verbose mode names its AVX-512 code path in the first line it prints, e.g. "MKL_VERBOSE
 # oneMKL 2024.0 ... for Intel(R) 64 architecture Intel(R) Advanced Vector Extensions 512 (Intel(R)
 # AVX-512) ...". MKL picks its kernels itself and keeps the AVX-512 ones for Intel's CPUs: on

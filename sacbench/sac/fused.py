@@ -51,7 +51,9 @@ from sacbench.private_api import torch_extensions_root
 from sacbench.run_lock import RunDirBusy, RunDirLock
 from sacbench.sac.algorithm import LOG_STD_MIN, Actor
 from sacbench.sac.cpu_features import (
+    MKL_AVX2_FLAGS,
     cpu_flags,
+    mkl_avx2_kernels_apply,
     mkl_code_path,
     mkl_runs_avx512,
     onednn_matmul_missing,
@@ -274,6 +276,55 @@ def float32_products_library(
     return chosen
 
 
+MKL_KERNELS_VARIABLE = "SACBENCH_MKL_KERNELS"
+MKL_KERNELS_CHOICES = ("avx2", "own")
+
+
+def mkl_avx2_kernels_wanted(
+    *, cpuinfo: str | None = None, environ: Mapping[str, str] | None = None
+) -> bool:
+    """Whether the fused update answers MKL's vendor checks "Intel", so that MKL runs its AVX2
+    kernels: where cpu_features.mkl_avx2_kernels_apply says so by the CPU's flags (on Zen 3 they
+    made training 1.04-1.07x as fast, docs/performance.md). $SACBENCH_MKL_KERNELS chooses instead
+    where it is set: "own" leaves MKL to its own choice (benchmarks time one against the other);
+    "avx2" on a CPU whose flags do not call for them is refused, saying why."""
+    environ = os.environ if environ is None else environ
+    flags = cpu_flags(read_cpuinfo() if cpuinfo is None else cpuinfo)
+    applies = mkl_avx2_kernels_apply(flags)
+    chosen = environ.get(MKL_KERNELS_VARIABLE)
+    if chosen is None:
+        return applies
+    if chosen not in MKL_KERNELS_CHOICES:
+        raise ValueError(
+            f"${MKL_KERNELS_VARIABLE} is {chosen!r}; it must be one of "
+            f"{', '.join(MKL_KERNELS_CHOICES)} (or unset: chosen by the CPU)"
+        )
+    if chosen == "avx2" and not applies:
+        lacking = sorted(MKL_AVX2_FLAGS - flags)
+        why = f"its flags lack {' and '.join(lacking)}" if lacking else "oneDNN's matmul runs here"
+        raise ValueError(
+            f"${MKL_KERNELS_VARIABLE} is 'avx2', but this CPU does not call for MKL's AVX2 "
+            f"kernels ({why}); unset it or set it to 'own'"
+        )
+    return chosen == "avx2"
+
+
+def answer_mkl_vendor_checks(extension: Any) -> bool:
+    """Have MKL run its AVX2 kernels in this process (fused_update.cpp, answer_mkl_vendor_checks),
+    then call it once, so that it chooses its code path now: True where it asked and was told
+    "Intel"; False where it had chosen before (an earlier product in the process), which leaves
+    its choice as it was."""
+    extension.answer_mkl_vendor_checks()
+    torch.mm(torch.ones(8, 8), torch.ones(8, 8))
+    return mkl_avx2_kernels_answered(extension)
+
+
+def mkl_avx2_kernels_answered(extension: Any) -> bool:
+    """Whether MKL runs its AVX2 kernels in this process because the extension told it the CPU
+    is Intel's."""
+    return extension.mkl_vendor_questions_answered() > 0
+
+
 ADAM_SUBNORMALS_VARIABLE = "SACBENCH_ADAM_SUBNORMALS"
 ADAM_SUBNORMALS_CHOICES = ("zero", "keep")
 
@@ -354,6 +405,7 @@ def fused_update_extension() -> Any:
     # A refused $SACBENCH_FLOAT32_PRODUCTS or $SACBENCH_ADAM_SUBNORMALS stops here.
     library = float32_products_library(mkl_report=functools.partial(kept_mkl_code_path, directory))
     subnormals_as_zero = adam_subnormals_as_zero()
+    mkl_avx2_kernels = mkl_avx2_kernels_wanted()
     missing = missing_build_tools()
     if missing:
         raise FusedUpdateUnavailable(
@@ -378,6 +430,8 @@ def fused_update_extension() -> Any:
         raise FusedUpdateUnavailable(f"building {SOURCE.name} failed: {error}") from error
     extension.set_float32_products(library)
     extension.set_adam_subnormals_as_zero(subnormals_as_zero)
+    if mkl_avx2_kernels:
+        answer_mkl_vendor_checks(extension)
     return extension
 
 

@@ -43,6 +43,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -51,6 +52,15 @@
 
 #if defined(__SSE__)
 #include <xmmintrin.h>
+#endif
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <link.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
 #endif
 
 // Defined in libtorch_cpu (ATen/native/mkldnn/Matmul.cpp) and exported, but not among torch's
@@ -908,6 +918,108 @@ std::vector<Tensor> update(const std::vector<Tensor>& actor, const std::vector<T
   return {metrics, actor_loss, alpha_loss, alpha};
 }
 
+namespace {
+
+// MKL asks two functions of its own whether it runs on an Intel CPU, once, at its first call in a
+// process; on any other vendor's CPU it then runs its generic x86 code path, not the kernels it
+// has for the CPU's instruction set. On AMD's Zen 3 (AVX2 and FMA) its AVX2 kernels, the ones it
+// runs on Intel's AVX2 CPUs, make the fused update's products faster, the thin ones most
+// (docs/performance.md). libtorch_cpu calls both functions through its procedure linkage table:
+// pointing their two slots there at `answer_intel` makes MKL choose by instruction set alone.
+// sacbench.sac.fused decides where (by the CPU's flags), before MKL's first call.
+int64_t mkl_vendor_questions = 0;
+
+int answer_intel() {
+  ++mkl_vendor_questions;
+  return 1;
+}
+
+#if defined(__linux__) && defined(__x86_64__)
+constexpr const char* kMklVendorChecks[] = {"mkl_serv_intel_cpu", "mkl_serv_intel_cpu_true"};
+
+struct SlotSearch {
+  const char* library;  // a loaded object whose path contains this
+  int64_t replaced = 0;
+};
+
+// Points every jump slot of search->library that binds one of kMklVendorChecks at answer_intel.
+int replace_vendor_check_slots(dl_phdr_info* info, size_t /*size*/, void* data) {
+  auto* search = static_cast<SlotSearch*>(data);
+  if (info->dlpi_name == nullptr || std::strstr(info->dlpi_name, search->library) == nullptr) {
+    return 0;
+  }
+  const ElfW(Addr) base = info->dlpi_addr;
+  const ElfW(Dyn)* dynamic = nullptr;
+  uintptr_t read_only_start = 0, read_only_end = 0;  // RELRO: read-only once relocated
+  for (ElfW(Half) i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& segment = info->dlpi_phdr[i];
+    if (segment.p_type == PT_DYNAMIC) {
+      dynamic = reinterpret_cast<const ElfW(Dyn)*>(base + segment.p_vaddr);
+    } else if (segment.p_type == PT_GNU_RELRO) {
+      read_only_start = base + segment.p_vaddr;
+      read_only_end = read_only_start + segment.p_memsz;
+    }
+  }
+  if (dynamic == nullptr) return 1;
+  // glibc has relocated these entries to addresses; an unrelocated one is an offset from base.
+  const auto address = [base](ElfW(Addr) value) { return value < base ? base + value : value; };
+  const ElfW(Sym)* symbols = nullptr;
+  const char* names = nullptr;
+  const ElfW(Rela)* slots = nullptr;
+  size_t slots_size = 0;
+  for (const ElfW(Dyn)* entry = dynamic; entry->d_tag != DT_NULL; ++entry) {
+    if (entry->d_tag == DT_SYMTAB) {
+      symbols = reinterpret_cast<const ElfW(Sym)*>(address(entry->d_un.d_ptr));
+    } else if (entry->d_tag == DT_STRTAB) {
+      names = reinterpret_cast<const char*>(address(entry->d_un.d_ptr));
+    } else if (entry->d_tag == DT_JMPREL) {
+      slots = reinterpret_cast<const ElfW(Rela)*>(address(entry->d_un.d_ptr));
+    } else if (entry->d_tag == DT_PLTRELSZ) {
+      slots_size = entry->d_un.d_val;
+    }
+  }
+  if (symbols == nullptr || names == nullptr || slots == nullptr) return 1;
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (size_t i = 0; i < slots_size / sizeof(ElfW(Rela)); ++i) {
+    if (ELF64_R_TYPE(slots[i].r_info) != R_X86_64_JUMP_SLOT) continue;
+    const char* name = names + symbols[ELF64_R_SYM(slots[i].r_info)].st_name;
+    if (std::none_of(std::begin(kMklVendorChecks), std::end(kMklVendorChecks),
+                     [name](const char* check) { return std::strcmp(name, check) == 0; })) {
+      continue;
+    }
+    auto* slot = reinterpret_cast<void**>(base + slots[i].r_offset);
+    const auto at = reinterpret_cast<uintptr_t>(slot);
+    const bool read_only = at >= read_only_start && at < read_only_end;
+    void* slot_page = reinterpret_cast<void*>(at & ~(page - 1));
+    // A slot under RELRO (bound at load) is writable for the one store only.
+    if (read_only && mprotect(slot_page, page, PROT_READ | PROT_WRITE) != 0) continue;
+    *slot = reinterpret_cast<void*>(&answer_intel);
+    if (read_only) mprotect(slot_page, page, PROT_READ);
+    ++search->replaced;
+  }
+  return 1;
+}
+#endif
+
+}  // namespace
+
+// Points libtorch_cpu's calls of MKL's vendor checks at answer_intel; returns how many call
+// slots now lead there (0 where none is found, or off x86-64 Linux). Only MKL's first call in
+// the process reads the answer: sacbench.sac.fused calls this before any product.
+int64_t answer_mkl_vendor_checks() {
+#if defined(__linux__) && defined(__x86_64__)
+  SlotSearch search{"libtorch_cpu"};
+  dl_iterate_phdr(replace_vendor_check_slots, &search);
+  return search.replaced;
+#else
+  return 0;
+#endif
+}
+
+// How many times MKL has asked answer_intel: 0 while it has not, e.g. where it chose its code
+// path before the slots led there.
+int64_t mkl_vendor_questions_answered() { return mkl_vendor_questions; }
+
 // "aten" (ATen's float32 products: MKL's on x86) or "onednn" (oneDNN's matmul primitive).
 void set_float32_products(const std::string& library) {
   TORCH_CHECK(library == "aten" || library == "onednn",
@@ -928,6 +1040,10 @@ void reset_section_times() { section_table.clear(); }
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("act", &act, "the policy's actions: its forward pass and one squashed sample");
   module.def("update", &update, "one training step's updates in one call (see update)");
+  module.def("answer_mkl_vendor_checks", &answer_mkl_vendor_checks,
+             "MKL's vendor checks answered \"Intel\" from now on: how many call slots lead there");
+  module.def("mkl_vendor_questions_answered", &mkl_vendor_questions_answered,
+             "how many times MKL has asked since answer_mkl_vendor_checks");
   module.def("set_float32_products", &set_float32_products,
              "which library multiplies the float32 products: \"aten\" or \"onednn\"");
   module.def("float32_products", &float32_products, "the library set_float32_products chose");

@@ -11,7 +11,11 @@ import torch
 from sacbench.sac.algorithm import Actor, Batch, UpdateSchedule
 from sacbench.sac.args import Args
 from sacbench.sac.fast_learner import FastLearner, Gradients
-from sacbench.sac.fused import FusedFormulation, fused_update_extension
+from sacbench.sac.fused import (
+    FusedFormulation,
+    fused_update_extension,
+    mkl_avx2_kernels_answered,
+)
 from sacbench.sac.reference_learner import ReferenceLearner
 
 
@@ -45,21 +49,22 @@ def update_record(learner: Learner) -> dict[str, object]:
     """Which update `learner` runs, as metadata.json records it: the path, the fast path's
     formulation, the library of its float32 matrix products ("aten": torch's own, MKL's on a CPU;
     "onednn": the fused update's, where sacbench.sac.fused.float32_products_library chooses
-    it) and whether its long products run in bfloat16 (--precision bf16)."""
+    it), whether its long products run in bfloat16 (--precision bf16), and "mkl_kernels": "avx2"
+    where the fused update has MKL run its AVX2 kernels on a CPU of another vendor than Intel
+    (sacbench.sac.fused.mkl_avx2_kernels_wanted)."""
     if not isinstance(learner, FastLearner):
         return {"path": "reference", "float32_products_library": "aten", "bf16_products": False}
     formulation = learner.formulation
-    library = (
-        formulation.extension.float32_products()
-        if isinstance(formulation, FusedFormulation)
-        else "aten"
-    )
-    return {
+    fused = isinstance(formulation, FusedFormulation)
+    record: dict[str, object] = {
         "path": "fast",
         "gradients": learner.gradients,
-        "float32_products_library": library,
+        "float32_products_library": formulation.extension.float32_products() if fused else "aten",
         "bf16_products": learner.args.precision == "bf16",
     }
+    if fused and mkl_avx2_kernels_answered(formulation.extension):
+        record["mkl_kernels"] = "avx2"
+    return record
 
 
 def make_learner(
