@@ -25,6 +25,14 @@ from torch.utils.cpp_extension import get_default_build_root
 # the one build that the first of them made (the others wait for it: sacbench.sac.fused).
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", get_default_build_root())
 
+# Which kernels MKL runs is chosen once per process, at its first call: told the CPU is Intel's by
+# the fused update, on AVX2-only CPUs, it runs its AVX2 kernels, whose sums round otherwise. A test
+# process that loads the fused update (as the fixture below does) and a reference-path trainer it
+# starts would then multiply alike only by chance, and runs that tests compare across processes
+# must round alike. So every process of the session keeps MKL's own choice, except where a test
+# unsets this for a process of its own (tests/test_fused.py, the default's kernels).
+os.environ.setdefault("SACBENCH_MKL_KERNELS", "own")
+
 
 @pytest.fixture(scope="session", autouse=True)
 def fused_update_built() -> None:

@@ -837,10 +837,17 @@ RECORDED_CPUINFO = Path(__file__).parent / "cpuinfo"  # every CPU kind's (tests/
 # of libtorch_cpu lead to that answer.
 MKL_KERNELS_PROBE = """
 import json
+import numpy as np
+import torch
+from sacbench.sac.args import Args
 from sacbench.sac.cpu_features import mkl_code_path
 from sacbench.sac.fused import fused_update_extension, mkl_avx2_kernels_answered
+from sacbench.sac.learners import make_learner, update_record
 extension = fused_update_extension()
-print(json.dumps({"report": mkl_code_path(), "answered": mkl_avx2_kernels_answered(extension)}))
+bounds = {"action_low": -np.ones(2, np.float32), "action_high": np.ones(2, np.float32)}
+learner = make_learner(args=Args(), obs_dim=3, device=torch.device("cpu"), **bounds)
+print(json.dumps({"report": mkl_code_path(), "answered": mkl_avx2_kernels_answered(extension),
+                  "record": update_record(learner)}))
 """
 
 
@@ -861,10 +868,11 @@ def test_mkl_runs_its_avx2_kernels_where_the_cpus_flags_call_for_them(fused):
     applies = mkl_avx2_kernels_apply(cpu_flags(read_cpuinfo()))
     default = mkl_kernels_in_a_fresh_trainer_process(environ)
     assert default["answered"] == applies, default
+    assert (default["record"].get("mkl_kernels") == "avx2") == applies, default  # metadata.json's
     if applies:
         assert "Intel(R) AVX2) enabled processors" in default["report"], default
     own = mkl_kernels_in_a_fresh_trainer_process({**environ, MKL_KERNELS_VARIABLE: "own"})
-    assert own["answered"] is False, own
+    assert own["answered"] is False and "mkl_kernels" not in own["record"], own
 
 
 def test_the_vendor_answer_reaches_both_of_mkls_checks_in_libtorch(fused):
