@@ -402,7 +402,8 @@ def fused_update_extension() -> Any:
     flags = compiler_flags()
     name = build_name(SOURCE, flags)
     directory = build_directory(name)
-    # A refused $SACBENCH_FLOAT32_PRODUCTS or $SACBENCH_ADAM_SUBNORMALS stops here.
+    # A refused $SACBENCH_FLOAT32_PRODUCTS, $SACBENCH_ADAM_SUBNORMALS or $SACBENCH_MKL_KERNELS
+    # stops here.
     library = float32_products_library(mkl_report=functools.partial(kept_mkl_code_path, directory))
     subnormals_as_zero = adam_subnormals_as_zero()
     mkl_avx2_kernels = mkl_avx2_kernels_wanted()

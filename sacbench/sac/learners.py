@@ -50,8 +50,8 @@ def update_record(learner: Learner) -> dict[str, object]:
     formulation, the library of its float32 matrix products ("aten": torch's own, MKL's on a CPU;
     "onednn": the fused update's, where sacbench.sac.fused.float32_products_library chooses
     it), whether its long products run in bfloat16 (--precision bf16), and "mkl_kernels": "avx2"
-    where the fused update has MKL run its AVX2 kernels on a CPU of another vendor than Intel
-    (sacbench.sac.fused.mkl_avx2_kernels_wanted)."""
+    where the fused update told MKL the CPU is Intel's, so that MKL runs its AVX2 kernels
+    (AVX2-only CPUs: sacbench.sac.fused.mkl_avx2_kernels_wanted)."""
     if not isinstance(learner, FastLearner):
         return {"path": "reference", "float32_products_library": "aten", "bf16_products": False}
     formulation = learner.formulation
