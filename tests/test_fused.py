@@ -830,6 +830,9 @@ def test_the_adam_subnormals_setting_is_read_from_the_environment():
     assert not adam_subnormals_as_zero(environ={ADAM_SUBNORMALS_VARIABLE: "keep"})
 
 
+needs_mkl = pytest.mark.skipif(
+    not torch.backends.mkl.is_available(), reason="this torch has no MKL, whose kernels these are"
+)
 RECORDED_CPUINFO = Path(__file__).parent / "cpuinfo"  # every CPU kind's (tests/cpuinfo/README.md)
 
 # A fresh process that loads the trainer's build as the trainer does (fused_update_extension),
@@ -859,6 +862,7 @@ def mkl_kernels_in_a_fresh_trainer_process(environ: dict[str, str]) -> dict:
     return json.loads(completed.stdout.splitlines()[-1])
 
 
+@needs_mkl
 def test_mkl_runs_its_avx2_kernels_where_the_cpus_flags_call_for_them(fused):
     """Where mkl_avx2_kernels_apply holds for this CPU's flags (AVX2-only CPUs: Zen 3), the fused
     update tells MKL the CPU is Intel's before MKL's first product, and MKL then reports its AVX2
@@ -875,6 +879,7 @@ def test_mkl_runs_its_avx2_kernels_where_the_cpus_flags_call_for_them(fused):
     assert own["answered"] is False and "mkl_kernels" not in own["record"], own
 
 
+@needs_mkl
 def test_the_vendor_answer_reaches_both_of_mkls_checks_in_libtorch(fused):
     """Both call slots are found in this torch's libtorch_cpu (a torch whose MKL asks otherwise
     would find fewer and fail here, not silently in training); in a child process, since the
